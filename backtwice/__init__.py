@@ -1,0 +1,1 @@
+"""Build the page for PyTorch's 'backward through the graph a second time' error."""

@@ -1,0 +1,287 @@
+"""Run the scenarios in a child interpreter and turn its report into a Snapshot."""
+
+import datetime
+import json
+import queue
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import manifest
+from .errors import CaptureError, InputError
+from .snapshot import (
+    SCHEMA,
+    Anomaly,
+    Environment,
+    LoopRun,
+    Output,
+    Raised,
+    ScenarioRun,
+    Snapshot,
+    Step,
+)
+
+HARNESS = Path(__file__).with_name("harness.py")
+STARTUP_TIMEOUT = 180.0  # importing torch on a cold disk can take a while
+
+
+@dataclass(frozen=True)
+class Job:
+    """One piece of source for the child to run."""
+
+    id: str
+    """The scenario id, or 'loop <key>' for a checker loop."""
+    file: str
+    """The file name the source is compiled under (tracebacks name it)."""
+    source: str
+    """The source text that runs."""
+    timeout: float
+    """Seconds it may take."""
+    where: str
+    """How to name it in an error."""
+
+
+def scenario_jobs(scenarios):
+    """Make a job of each scenario file."""
+    return [
+        Job(s.id, str(s.path.resolve()), s.path.read_text(encoding="utf-8"), s.timeout, str(s.path))
+        for s in scenarios
+    ]
+
+
+def loop_jobs(builder, repro):
+    """Make a job of each of the checker's 16 loops."""
+    where = str(Path(repro) / manifest.LOOP_BUILDER)
+    return [
+        Job(
+            f"loop {a.key}",
+            f"<loop {a.key}>",
+            builder.build_loop(a),
+            manifest.DEFAULT_TIMEOUT,
+            where,
+        )
+        for a in builder.all_answers()
+    ]
+
+
+class Child:
+    """The capture interpreter, read line by line with a deadline."""
+
+    def __init__(self, python, repro, jobs):
+        self.python = python
+        self.stderr = tempfile.TemporaryFile(mode="w+")
+        request = {
+            "repro": str(Path(repro).resolve()),
+            "jobs": [{"id": job.id, "file": job.file, "source": job.source} for job in jobs],
+        }
+        try:
+            self.proc = subprocess.Popen(
+                [python, str(HARNESS)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self.stderr,
+                text=True,
+                encoding="utf-8",
+            )
+        except OSError as exc:
+            raise InputError(
+                python,
+                f"cannot be run ({exc.strerror}); give --python a Python interpreter that has torch",
+            ) from None
+        self.lines = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        try:
+            self.proc.stdin.write(json.dumps(request))
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def next(self, timeout):
+        """Return the next message, or None if the child ended; raise TimeoutError."""
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError from None
+        return None if line is None else json.loads(line)
+
+    def stop(self):
+        """Kill the child if it still runs."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+    def died(self):
+        """Describe how the child ended: exit code or signal, and its last stderr line."""
+        self.stop()
+        self.stderr.seek(0)
+        lines = [line for line in self.stderr.read().splitlines() if line.strip()]
+        code = self.proc.returncode
+        how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+        return how, (lines[-1].strip() if lines else "")
+
+
+def run_child(python, repro, jobs, say):
+    """Run the jobs in one child; return (environment dict, results by job id)."""
+    child = Child(python, repro, jobs)
+    results = {}
+    try:
+        try:
+            ready = child.next(STARTUP_TIMEOUT)
+        except TimeoutError:
+            raise CaptureError(
+                python, f"did not import torch within {STARTUP_TIMEOUT:.0f} s; nothing was written"
+            ) from None
+        if ready is None:
+            how, last = child.died()
+            hint = "install torch in it" if "torch" in last else "check that it runs"
+            raise CaptureError(
+                python,
+                f"{how} before it could run a scenario ({last}); {hint}; nothing was written",
+            )
+        by_id = {job.id: job for job in jobs}
+        started = time.perf_counter()
+        for job in jobs:
+            _expect(child, "start", job)
+            try:
+                done = child.next(job.timeout)
+            except TimeoutError:
+                raise CaptureError(
+                    job.where,
+                    f"scenario '{job.id}' did not finish within {job.timeout:g} s; make it finish or raise its timeout; nothing was written",
+                ) from None
+            if done is None:
+                how, last = child.died()
+                raise CaptureError(
+                    job.where,
+                    f"scenario '{job.id}' crashed the capture interpreter: it {how} ({last}); nothing was written",
+                )
+            results[done["id"]] = done["result"]
+        say(f"ran {len(by_id)} scenarios and loops in {time.perf_counter() - started:.2f} s")
+    finally:
+        child.stop()
+    return ready["environment"], results
+
+
+def _expect(child, event, job):
+    try:
+        message = child.next(job.timeout)
+    except TimeoutError:
+        message = {}
+    if message is None:
+        how, last = child.died()
+        raise CaptureError(
+            job.where,
+            f"the capture interpreter {how} before scenario '{job.id}' ({last}); nothing was written",
+        )
+    if message.get("event") != event:
+        raise CaptureError(job.where, f"unexpected message from the capture interpreter: {message}")
+
+
+def _raised(result):
+    raised = result["raised"]
+    if raised is None:
+        return None
+    return Raised(raised["type"], raised["message"], raised["line"], raised["code"])
+
+
+def _anomaly(result):
+    found = result["anomaly"]
+    return None if found is None else Anomaly(found["node"], found["line"], found["code"])
+
+
+def _outputs(result):
+    return tuple(Output(o["line"], o["text"], tuple(o["values"])) for o in result["outputs"])
+
+
+def scenario_run(scenario, result):
+    """Check a scenario's result against its declaration and record it."""
+    raised = result["raised"]
+    if scenario.expect == "runs" and raised is not None:
+        raise CaptureError(
+            scenario.path,
+            f"is declared to run but raised {raised['type']}: {raised['message']}\n{raised['frames']}"
+            f'Fix the scenario, or set expect = "raises" in repro/scenarios.toml',
+            raised["line"],
+        )
+    if scenario.expect == "raises" and raised is None:
+        raise CaptureError(
+            scenario.path,
+            'is declared to raise but ran to the end; fix the scenario, or set expect = "runs" in repro/scenarios.toml',
+        )
+    return ScenarioRun(scenario.expect, _raised(result), _anomaly(result), _outputs(result))
+
+
+def loop_steps(outputs):
+    """Read the loop's per-step print: step N depth D grad G saved S."""
+    steps = []
+    for output in outputs:
+        fields = dict(zip(output.values[0::2], output.values[1::2], strict=False))
+        steps.append(Step(fields["step"], fields["depth"], fields["grad"], fields["saved"]))
+    return tuple(steps)
+
+
+def loop_run(answers, fixed_key, job, result):
+    """Record one checker loop, with the step and the call that raised."""
+    raised = _raised(result)
+    steps = loop_steps(_outputs(result))
+    raised_step = raised_call = None
+    if raised is not None and raised.line is not None:
+        raised_step = len(steps) + 1
+        lines = job.source.splitlines()[: raised.line]
+        raised_call = sum(
+            ".backward(" in line for line in lines if line.lstrip().startswith(("loss",))
+        )
+    return LoopRun(
+        answers.calls,
+        answers.retain,
+        answers.carried,
+        answers.summed,
+        job.source,
+        raised,
+        _anomaly(result),
+        raised_step,
+        raised_call,
+        steps,
+        fixed_key,
+    )
+
+
+def capture(repro, python=None, say=print, today=None):
+    """Run every scenario and loop under `python` and return the Snapshot; write nothing."""
+    python = python or sys.executable
+    scenarios = manifest.load_manifest(repro)
+    builder = manifest.load_loop_builder(repro)
+    jobs = scenario_jobs(scenarios)
+    if builder is not None:
+        jobs += loop_jobs(builder, repro)
+    env, results = run_child(python, repro, jobs, say)
+    runs = {s.id: scenario_run(s, results[s.id]) for s in scenarios}
+    loops = {}
+    if builder is not None:
+        by_id = {job.id: job for job in jobs}
+        for answers in builder.all_answers():
+            fixed = builder.fix(answers)
+            loops[answers.key] = loop_run(
+                answers, fixed.key, by_id[f"loop {answers.key}"], results[f"loop {answers.key}"]
+            )
+        for key, run in loops.items():
+            fixed = loops[run.fix]
+            if fixed.raised is not None:
+                raise CaptureError(
+                    by_id[f"loop {key}"].where,
+                    f"the fix for loop {key} (loop {run.fix}) raised: {fixed.raised.message}; change fix() in repro/loop.py",
+                )
+    today = today or datetime.datetime.now(datetime.UTC).date().isoformat()
+    environment = Environment(
+        env["torch"], env["python"], env["platform"], env["device"], env["cuda"], today
+    )
+    return Snapshot(SCHEMA, environment, manifest.source_hashes(repro, scenarios), runs, loops)

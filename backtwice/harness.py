@@ -1,0 +1,152 @@
+"""Run scenarios under torch in this interpreter and report each result as a line of JSON.
+
+This file is run as a script, possibly by another Python that holds another torch, so it uses
+only the standard library and torch, and stays compatible with Python 3.8. It reads one JSON
+request on stdin:
+
+    {"repro": DIR, "jobs": [{"id": ..., "file": ..., "source": ...}, ...]}
+
+and writes one JSON object per line on stdout: {"event": "ready", "environment": {...}} once
+torch is imported, then {"event": "start", "id": ...} and {"event": "done", "id": ...,
+"result": {...}} per job. Everything else the scenarios print is kept off that channel.
+"""
+
+import io
+import json
+import os
+import platform
+import random
+import re
+import sys
+import traceback
+import warnings
+
+SEED = 0
+ANOMALY_NODE = re.compile(r"Error detected in (\w+)\.")
+
+
+def encode(value):
+    """Turn a printed value into JSON: numbers, strings, None, tensors as nested lists."""
+    import torch
+
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, torch.Tensor):
+        return {"tensor": value.detach().tolist(), "dtype": str(value.dtype).replace("torch.", "")}
+    if isinstance(value, (list, tuple)):
+        return [encode(item) for item in value]
+    return {"repr": repr(value)}
+
+
+def scenario_frames(tb, filename):
+    """Keep only the traceback frames that belong to the scenario's own file."""
+    return [frame for frame in traceback.extract_tb(tb) if frame.filename == filename]
+
+
+def describe_exception(exc, filename, source_lines):
+    """Record an exception: type, exact message, and the scenario line that raised."""
+    frames = scenario_frames(exc.__traceback__, filename)
+    line = frames[-1].lineno if frames else None
+    code = source_lines[line - 1].strip() if line and line <= len(source_lines) else None
+    return {
+        "type": type(exc).__name__,
+        "message": str(exc),
+        "line": line,
+        "code": code,
+        "frames": "".join(traceback.format_list(frames)),
+    }
+
+
+def describe_anomaly(caught, filename, source_lines):
+    """Find the backward node and forward line that anomaly mode names in its warning."""
+    pattern = re.compile(r'File "' + re.escape(filename) + r'", line (\d+)')
+    for warning in caught:
+        text = str(warning.message)
+        node = ANOMALY_NODE.search(text)
+        if node is None:
+            continue
+        lines = [int(found) for found in pattern.findall(text)]
+        line = lines[-1] if lines else None
+        code = source_lines[line - 1].strip() if line and line <= len(source_lines) else None
+        return {"node": node.group(1), "line": line, "code": code}
+    return None
+
+
+def execute(job, anomaly):
+    """Run one job's source in a fresh namespace with a fixed seed; return what happened."""
+    import torch
+
+    random.seed(SEED)
+    torch.manual_seed(SEED)
+    printed = []
+    filename = job["file"]
+
+    def recording_print(*args, sep=" ", end="\n", file=None, flush=False):
+        caller = sys._getframe(1)
+        text = sep.join(str(arg) for arg in args)
+        line = caller.f_lineno if caller.f_code.co_filename == filename else None
+        printed.append({"line": line, "text": text, "values": [encode(arg) for arg in args]})
+
+    namespace = {"__name__": "__main__", "__file__": filename, "print": recording_print}
+    code = compile(job["source"], filename, "exec")
+    error = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            with torch.autograd.set_detect_anomaly(anomaly):
+                exec(code, namespace)
+        except Exception as exc:  # the scenario's own exception is the result
+            error = exc
+    return printed, error, caught
+
+
+def run_job(job):
+    """Run a job plainly, and again under anomaly mode when it raised."""
+    lines = job["source"].splitlines()
+    printed, error, _ = execute(job, anomaly=False)
+    result = {"outputs": printed, "raised": None, "anomaly": None}
+    if error is not None:
+        result["raised"] = describe_exception(error, job["file"], lines)
+        _, _, caught = execute(job, anomaly=True)
+        result["anomaly"] = describe_anomaly(caught, job["file"], lines)
+    return result
+
+
+def environment():
+    """Describe the interpreter, torch and device the capture runs on."""
+    import torch
+
+    cuda = torch.cuda.is_available()
+    return {
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "platform": platform.system() + " " + platform.machine(),
+        "device": torch.cuda.get_device_name(0) if cuda else "cpu",
+        "cuda": cuda,
+    }
+
+
+def main():
+    """Serve one request from stdin."""
+    request = json.loads(sys.stdin.read())
+    channel = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # stray writes to fd 1 (C++ or scenarios) go to stderr, not the channel
+    sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", closefd=False), write_through=True)
+
+    def send(message):
+        channel.write(json.dumps(message, sort_keys=True) + "\n")
+        channel.flush()
+
+    sys.path.insert(0, request["repro"])
+    import torch
+
+    torch.set_num_threads(1)
+    send({"event": "ready", "environment": environment()})
+    for job in request["jobs"]:
+        send({"event": "start", "id": job["id"]})
+        send({"event": "done", "id": job["id"], "result": run_job(job)})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,8 @@
+import torch
+
+x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+feat = x.exp()
+l1 = feat.sum()
+l2 = (feat * feat).sum()
+(l1 + l2).backward()
+print("x.grad:", x.grad)
