@@ -93,7 +93,8 @@ class Child:
                 f"cannot be run ({exc.strerror}); give --python a Python interpreter that has torch",
             ) from None
         self.lines = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
         try:
             self.proc.stdin.write(json.dumps(request))
             self.proc.stdin.close()
@@ -118,6 +119,13 @@ class Child:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
+
+    def close(self):
+        """Stop the child and release its pipes and files."""
+        self.stop()
+        self.reader.join(timeout=5)
+        self.proc.stdout.close()
+        self.stderr.close()
 
     def died(self):
         """Describe how the child ended: exit code or signal, and its last stderr line."""
@@ -167,7 +175,7 @@ def run_child(python, repro, jobs, say):
             results[done["id"]] = done["result"]
         say(f"ran {len(by_id)} scenarios and loops in {time.perf_counter() - started:.2f} s")
     finally:
-        child.stop()
+        child.close()
     return ready["environment"], results
 
 

@@ -37,7 +37,7 @@ QUESTIONS = (
 )
 
 PRESETS = (
-    ("Backward twice", "2nnn"),
+    ("Backward twice on one loss", "2nny"),
     ("RNN state not detached", "1nyn"),
     ("Two losses on one forward", "2nnn"),
     ("Losses summed", "1nny"),

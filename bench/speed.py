@@ -1,0 +1,47 @@
+"""Time the build against importing torch: python bench/speed.py [--runs N].
+
+Prints the median wall time of `python build.py`, of `python -c "import torch"`, their ratio
+(target: at most 1.5), and the median of `python build.py --render-only` (target: under 0.5 s).
+"""
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def median_time(command, runs):
+    """Run a command `runs` times; return the median wall time in seconds."""
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        subprocess.run(command, cwd=ROOT, check=True, capture_output=True)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        snaps = Path(tmp) / "snapshots"
+        shutil.copytree(ROOT / "snapshots", snaps)
+        out = ["--snapshots", str(snaps), "--out", str(Path(tmp) / "site"), "--quiet"]
+        build = median_time([sys.executable, "build.py", *out], args.runs)
+        torch = median_time([sys.executable, "-c", "import torch"], args.runs)
+        render = median_time([sys.executable, "build.py", "--render-only", *out], args.runs)
+    print(f"python build.py               {build:6.2f} s (median of {args.runs})")
+    print(f'python -c "import torch"      {torch:6.2f} s')
+    print(f"ratio                         {build / torch:6.2f}   (target <= 1.5)")
+    print(f"python build.py --render-only {render:6.2f} s   (target < 0.5)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""Shared fixtures: the repo's paths, a page built once, doctored snapshots, the browser."""
+
+import copy
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from backtwice import snapshot as snap
+from backtwice.render import render_page
+
+ROOT = Path(__file__).resolve().parent.parent
+REPRO = ROOT / "repro"
+SNAPSHOTS = ROOT / "snapshots"
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def committed_path():
+    """The committed snapshot the page is built from (the newest torch)."""
+    return snap.load_dir(SNAPSHOTS)[-1][0]
+
+
+@pytest.fixture(scope="session")
+def snapshot_data():
+    """The committed snapshot as plain JSON data; copy before changing."""
+    return json.loads(committed_path().read_text(encoding="utf-8"))
+
+
+def build_from(data, folder):
+    """Write snapshot data into folder/snapshots and render folder/index.html; return its text."""
+    snaps = folder / "snapshots"
+    snaps.mkdir(parents=True, exist_ok=True)
+    path = snaps / snap.file_name(data["environment"]["torch"])
+    path.write_text(json.dumps(data, indent=2, sort_keys=True), encoding="utf-8")
+    html = render_page(snap.load_dir(snaps), REPRO)
+    (folder / "index.html").write_text(html, encoding="utf-8")
+    return html
+
+
+@pytest.fixture
+def doctor(snapshot_data, tmp_path):
+    """Build a page from a changed copy of the committed snapshot: doctor(change) -> index.html."""
+
+    def build(change):
+        data = copy.deepcopy(snapshot_data)
+        change(data)
+        build_from(data, tmp_path)
+        return tmp_path / "index.html"
+
+    return build
+
+
+@pytest.fixture(scope="session")
+def built_page(tmp_path_factory):
+    """The page rendered once from the committed snapshots."""
+    out = tmp_path_factory.mktemp("site")
+    html = render_page(snap.load_dir(SNAPSHOTS), REPRO)
+    (out / "index.html").write_text(html, encoding="utf-8")
+    return out / "index.html"
+
+
+@pytest.fixture(scope="session")
+def built_html(built_page):
+    """The built page's text."""
+    return built_page.read_text(encoding="utf-8")
+
+
+def chromium_executable():
+    """Chromium from $CHROMIUM_PATH or PATH; None lets Playwright use its own browser."""
+    named = os.environ.get("CHROMIUM_PATH")
+    if named:
+        return named
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    """Launch Debian's Chromium by path with flags for a machine without a network."""
+    args = {**browser_type_launch_args, "args": CHROMIUM_FLAGS}
+    executable = chromium_executable()
+    if executable:
+        args["executable_path"] = executable
+    return args

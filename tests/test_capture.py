@@ -1,0 +1,218 @@
+"""The capture harness on small repro folders written into tmp_path."""
+
+import json
+import sys
+import textwrap
+
+import pytest
+
+from backtwice import snapshot as snap
+from backtwice.capture import capture
+from backtwice.errors import CaptureError, InputError
+
+MESSAGE_START = "Trying to backward through the graph a second time"
+
+
+def write_repro(folder, scenarios, support=None):
+    """Write scenarios {id: (expect, source, timeout)} and their manifest into folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for ident, (expect, source, timeout) in scenarios.items():
+        (folder / f"{ident}.py").write_text(textwrap.dedent(source), encoding="utf-8")
+        lines += [
+            "[[scenario]]",
+            f'id = "{ident}"',
+            f'expect = "{expect}"',
+            f"timeout = {timeout}",
+            "",
+        ]
+    (folder / "scenarios.toml").write_text("\n".join(lines), encoding="utf-8")
+    if support:
+        (folder / "support.py").write_text(textwrap.dedent(support), encoding="utf-8")
+    return folder
+
+
+KNOWN = {
+    "twice": (
+        "raises",
+        """\
+        import torch
+
+        x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        y = x.exp()
+        loss = (y * y).sum()
+        loss.backward()
+        # a comment line, so the raising line is not simply the last
+        loss.backward()
+        print("never printed")
+        """,
+        30,
+    ),
+    "square": (
+        "runs",
+        """\
+        import torch
+
+        x = torch.tensor([1.0, -2.0, 3.5], requires_grad=True)
+        (x * x).sum().backward()
+        print("grad:", x.grad)
+        """,
+        30,
+    ),
+    "cube": (
+        "runs",
+        """\
+        import torch
+
+        x = torch.tensor([0.5, 2.0], requires_grad=True)
+        (x**3).sum().backward()
+        print("grad:", x.grad)
+        """,
+        30,
+    ),
+    "seeded": (
+        "runs",
+        """\
+        import torch
+
+        print("draw:", torch.rand(3))
+        """,
+        30,
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def known(tmp_path_factory):
+    """One capture of the KNOWN scenarios, shared by the tests that read it."""
+    repro = write_repro(tmp_path_factory.mktemp("repro"), KNOWN)
+    return repro, capture(repro, say=lambda _: None, today="2026-01-01")
+
+
+def test_exception_is_captured_exactly_and_located(known):
+    _, result = known
+    raised = result.scenarios["twice"].raised
+    assert raised.type == "RuntimeError"
+    assert raised.message.startswith(MESSAGE_START)
+    assert raised.message.endswith("after calling backward.")
+    assert raised.line == 8
+    assert raised.code == "loss.backward()"
+    assert result.scenarios["twice"].outputs == ()
+
+
+def test_anomaly_mode_names_node_and_forward_line(known):
+    _, result = known
+    anomaly = result.scenarios["twice"].anomaly
+    assert anomaly.node == "MulBackward0"
+    assert (anomaly.line, anomaly.code) == (5, "loss = (y * y).sum()")
+
+
+def test_gradient_of_sum_of_squares_is_two_x(known):
+    _, result = known
+    (output,) = result.scenarios["square"].outputs
+    x = [1.0, -2.0, 3.5]
+    assert output.values[1]["tensor"] == [2 * v for v in x]
+    assert output.line == 5
+
+
+def test_gradient_of_sum_of_cubes_is_three_x_squared(known):
+    _, result = known
+    (output,) = result.scenarios["cube"].outputs
+    assert output.values[1]["tensor"] == pytest.approx([3 * 0.5**2, 3 * 2.0**2])
+
+
+def test_printed_text_matches_what_print_writes(known):
+    _, result = known
+    (output,) = result.scenarios["square"].outputs
+    assert output.text == "grad: tensor([ 2., -4.,  7.])"
+
+
+def test_each_scenario_starts_from_the_same_seed(known, tmp_path):
+    repro, first = known
+    again = capture(repro, say=lambda _: None, today="2026-01-01")
+    assert snap.dumps(first) == snap.dumps(again)
+    assert first.scenarios["seeded"].outputs == again.scenarios["seeded"].outputs
+
+
+def test_environment_is_recorded(known):
+    _, result = known
+    import torch
+
+    assert result.environment.torch == torch.__version__
+    assert result.environment.python == ".".join(map(str, sys.version_info[:3]))
+    assert result.environment.captured == "2026-01-01"
+    assert set(result.sources) == {f"{name}.py" for name in KNOWN}
+
+
+def test_hanging_scenario_times_out_by_name(tmp_path):
+    repro = write_repro(
+        tmp_path / "repro",
+        {
+            "fine": ("runs", "import torch\n", 30),
+            "hangs": ("runs", "import time\nwhile True:\n    time.sleep(0.05)\n", 1),
+        },
+    )
+    with pytest.raises(CaptureError) as caught:
+        capture(repro, say=lambda _: None)
+    assert str(caught.value) == (
+        f"{repro / 'hangs.py'}: scenario 'hangs' did not finish within 1 s; "
+        "make it finish or raise its timeout; nothing was written"
+    )
+
+
+def test_crashing_scenario_is_reported_by_name(tmp_path):
+    repro = write_repro(tmp_path / "repro", {"dies": ("runs", "import os\nos._exit(7)\n", 30)})
+    with pytest.raises(CaptureError) as caught:
+        capture(repro, say=lambda _: None)
+    assert str(caught.value).startswith(
+        f"{repro / 'dies.py'}: scenario 'dies' crashed the capture interpreter: it exited with code 7"
+    )
+
+
+def test_segfault_is_reported_by_name(tmp_path):
+    source = "import ctypes\nctypes.string_at(0)\n"
+    repro = write_repro(tmp_path / "repro", {"segv": ("runs", source, 30)})
+    with pytest.raises(CaptureError, match=r"scenario 'segv' crashed .* killed by signal 11"):
+        capture(repro, say=lambda _: None)
+
+
+def test_declared_to_run_but_raises_shows_scenario_frames_only(tmp_path):
+    source = "import torch\n\ndef helper():\n    raise ValueError('boom')\n\nhelper()\n"
+    repro = write_repro(tmp_path / "repro", {"oops": ("runs", source, 30)})
+    with pytest.raises(CaptureError) as caught:
+        capture(repro, say=lambda _: None)
+    text = str(caught.value)
+    assert text.startswith(
+        f"{repro / 'oops.py'}(4): is declared to run but raised ValueError: boom"
+    )
+    assert 'oops.py", line 6, in <module>' in text
+    assert 'oops.py", line 4, in helper' in text
+    assert "harness.py" not in text
+    assert text.endswith('Fix the scenario, or set expect = "raises" in repro/scenarios.toml')
+
+
+def test_declared_to_raise_but_runs(tmp_path):
+    repro = write_repro(tmp_path / "repro", {"calm": ("raises", "x = 1\n", 30)})
+    with pytest.raises(CaptureError) as caught:
+        capture(repro, say=lambda _: None)
+    assert str(caught.value) == (
+        f"{repro / 'calm.py'}: is declared to raise but ran to the end; fix the scenario, "
+        'or set expect = "runs" in repro/scenarios.toml'
+    )
+
+
+def test_manifest_naming_a_missing_file(tmp_path):
+    repro = write_repro(tmp_path / "repro", {"here": ("runs", "x = 1\n", 30)})
+    (repro / "here.py").unlink()
+    with pytest.raises(
+        InputError, match=r"field 'id' names .*here.py, which does not exist; add the file"
+    ):
+        capture(repro, say=lambda _: None)
+
+
+def test_capture_output_round_trips_through_json(known):
+    _, result = known
+    text = snap.dumps(result)
+    assert snap.parse(text, "x") == result
+    assert json.loads(text)["schema"] == snap.SCHEMA
+    assert text.endswith("}\n")

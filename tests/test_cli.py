@@ -1,0 +1,194 @@
+"""build.py's command line: modes, messages and exit codes, run as a user would."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from backtwice import snapshot as snap
+from backtwice.errors import EXIT_CHECK, EXIT_CLAIM, EXIT_INPUT, EXIT_USAGE
+
+from .conftest import REPRO, ROOT, SNAPSHOTS, committed_path
+
+
+def build(*args, cwd=ROOT):
+    """Run build.py; return the completed process."""
+    return subprocess.run(
+        [sys.executable, str(ROOT / "build.py"), *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.fixture
+def snapshots_copy(tmp_path, snapshot_data):
+    """A folder holding a copy of the committed snapshot, and its data."""
+    folder = tmp_path / "snapshots"
+    folder.mkdir()
+    path = folder / committed_path().name
+    path.write_text(snap.dumps(snap.parse(json.dumps(snapshot_data), path)), encoding="utf-8")
+    return folder, path
+
+
+def test_help_lists_modes_and_exit_codes():
+    result = build("--help")
+    assert result.returncode == 0
+    for text in (
+        "--render-only",
+        "--check",
+        "--snapshots DIR",
+        "--out DIR",
+        "--python PATH",
+        "--quiet",
+    ):
+        assert text in result.stdout
+    for code in ("0  success", "3  a snapshot", "4  a scenario", "5  --check", "6  a claim"):
+        assert code in result.stdout
+
+
+def test_unknown_option_is_a_usage_error():
+    result = build("--bogus")
+    assert result.returncode == EXIT_USAGE
+
+
+def test_render_only_writes_page_and_never_imports_torch(tmp_path):
+    code = (
+        "import sys; from backtwice.cli import main; "
+        f"rc = main(['--render-only', '--out', {str(tmp_path)!r}]); "
+        "print('torch' in sys.modules); sys.exit(rc)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "False"
+    assert (tmp_path / "index.html").stat().st_size > 10_000
+    assert result.stdout.startswith(f"wrote {tmp_path / 'index.html'} (")
+
+
+def test_quiet_prints_nothing(tmp_path):
+    result = build("--render-only", "--quiet", "--out", tmp_path)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+
+
+def test_missing_snapshot_folder(tmp_path):
+    result = build("--render-only", "--snapshots", tmp_path / "nowhere", "--out", tmp_path)
+    assert result.returncode == EXIT_INPUT
+    assert result.stderr == (
+        f"error: {tmp_path / 'nowhere'}: no such snapshot folder; "
+        "run `python build.py` with torch installed to capture it again\n"
+    )
+
+
+def test_corrupt_snapshot_leaves_the_old_page_untouched(tmp_path, snapshots_copy):
+    folder, path = snapshots_copy
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "index.html").write_text("the old page", encoding="utf-8")
+    path.write_text('{"schema": 1,\n  "environment": ', encoding="utf-8")
+    result = build("--render-only", "--snapshots", folder, "--out", out)
+    assert result.returncode == EXIT_INPUT
+    assert result.stderr == (
+        f"error: {path}(2): is not valid JSON (Expecting value); "
+        "run `python build.py` with torch installed to capture it again\n"
+    )
+    assert (out / "index.html").read_text(encoding="utf-8") == "the old page"
+    assert [p.name for p in out.iterdir()] == ["index.html"]
+
+
+def test_unknown_schema_version(tmp_path, snapshots_copy, snapshot_data):
+    folder, path = snapshots_copy
+    path.write_text(json.dumps({**snapshot_data, "schema": 99}), encoding="utf-8")
+    result = build("--render-only", "--snapshots", folder, "--out", tmp_path)
+    assert result.returncode == EXIT_INPUT
+    assert result.stderr == (
+        f"error: {path}: field 'schema' is 99 but this build reads schema 1; "
+        "run `python build.py` with torch installed to capture it again\n"
+    )
+
+
+def test_missing_field_is_named(tmp_path, snapshots_copy, snapshot_data):
+    folder, path = snapshots_copy
+    data = json.loads(json.dumps(snapshot_data))
+    del data["scenarios"]["c1_backward_twice"]["raised"]["message"]
+    path.write_text(json.dumps(data), encoding="utf-8")
+    result = build("--render-only", "--snapshots", folder, "--out", tmp_path)
+    assert result.returncode == EXIT_INPUT
+    assert result.stderr == (
+        f"error: {path}: field 'scenarios.c1_backward_twice.raised.message' is missing; "
+        "run `python build.py` with torch installed to capture it again\n"
+    )
+
+
+def test_stale_snapshot_is_detected(tmp_path, snapshots_copy, snapshot_data):
+    folder, path = snapshots_copy
+    data = json.loads(json.dumps(snapshot_data))
+    data["sources"]["c2_detach.py"] = "0" * 64
+    path.write_text(json.dumps(data), encoding="utf-8")
+    result = build("--render-only", "--snapshots", folder, "--out", tmp_path)
+    assert result.returncode == EXIT_INPUT
+    assert result.stderr == (
+        f"error: {path}: field 'sources.c2_detach.py' does not match repro/c2_detach.py, which "
+        "changed since the capture; run `python build.py` to capture it again\n"
+    )
+
+
+def test_false_claim_stops_the_build(tmp_path, snapshots_copy, snapshot_data):
+    folder, path = snapshots_copy
+    data = json.loads(json.dumps(snapshot_data))
+    outputs = data["scenarios"]["c2_retain_graph"]["outputs"]
+    outputs[2]["values"][3] = 9
+    path.write_text(json.dumps(data), encoding="utf-8")
+    result = build("--render-only", "--snapshots", folder, "--out", tmp_path)
+    assert result.returncode == EXIT_CLAIM
+    assert result.stderr.startswith(
+        f"error: {path}: section 'cause-2': the check 'retained_depth_grows_by_one' failed "
+        "(depths per step are [4, 5, 9, 7], not +1 a step); the page would say "
+        '"With retain_graph=True every step it runs, but the depth grows by one node per step'
+    )
+    assert result.stderr.endswith("rewrite that sentence in backtwice/claims.py\n")
+    assert not (tmp_path / "index.html").exists()
+
+
+def test_check_passes_on_the_committed_snapshot():
+    result = build("--check")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"{committed_path().relative_to(ROOT)} matches a fresh capture" in result.stdout
+
+
+def test_check_prints_a_diff_and_writes_nothing(tmp_path, snapshots_copy, snapshot_data):
+    folder, path = snapshots_copy
+    data = json.loads(json.dumps(snapshot_data))
+    data["scenarios"]["c1_backward_twice"]["raised"]["line"] = 5
+    before = json.dumps(data)
+    path.write_text(before, encoding="utf-8")
+    result = build("--check", "--snapshots", folder, "--out", tmp_path / "site")
+    assert result.returncode == EXIT_CHECK
+    assert '-        "line": 5,\n+        "line": 6,' in result.stdout
+    assert result.stderr == (
+        f"error: {path}: differs from a fresh capture (diff above); "
+        "run `python build.py` to update it and commit the result\n"
+    )
+    assert path.read_text(encoding="utf-8") == before
+    assert not (tmp_path / "site").exists()
+
+
+def test_build_then_rebuild_leaves_snapshot_untouched(tmp_path, snapshots_copy):
+    folder, path = snapshots_copy
+    first = build("--snapshots", folder, "--out", tmp_path / "site")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.splitlines()[1] == f"unchanged: {path}"
+    mtime = path.stat().st_mtime_ns
+    second = build("--snapshots", folder, "--out", tmp_path / "site")
+    assert second.returncode == 0
+    assert path.stat().st_mtime_ns == mtime
+    assert second.stdout.splitlines()[0].startswith("ran 36 scenarios and loops in ")
+
+
+def test_committed_snapshot_matches_repro():
+    """The committed snapshot was captured from the repro/ sources on disk."""
+    from backtwice.manifest import load_manifest, source_hashes
+
+    (path, data), *_ = reversed(snap.load_dir(SNAPSHOTS))
+    assert data.sources == source_hashes(REPRO, load_manifest(REPRO)), path
