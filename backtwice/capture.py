@@ -90,7 +90,7 @@ class Child:
         except OSError as exc:
             raise InputError(
                 python,
-                f"cannot be run ({exc.strerror}); give --python a Python interpreter that has torch",
+                f"cannot be run ({exc.strerror}); give --python a Python interpreter that has torch; nothing was written",
             ) from None
         self.lines = queue.Queue()
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -128,13 +128,17 @@ class Child:
         self.stderr.close()
 
     def died(self):
-        """Describe how the child ended: exit code or signal, and its last stderr line."""
-        self.stop()
+        """Describe how the child ended: 'exited with code N' or 'was killed by signal N', and
+        its last line on stderr in parentheses (or nothing)."""
+        try:
+            self.proc.wait(timeout=10)  # stdout closed: let it finish exiting before we look
+        except subprocess.TimeoutExpired:
+            self.stop()
         self.stderr.seek(0)
-        lines = [line for line in self.stderr.read().splitlines() if line.strip()]
+        lines = [line.strip() for line in self.stderr.read().splitlines() if line.strip()]
         code = self.proc.returncode
         how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
-        return how, (lines[-1].strip() if lines else "")
+        return how, (f" ({lines[-1]})" if lines else "")
 
 
 def run_child(python, repro, jobs, say):
@@ -153,7 +157,7 @@ def run_child(python, repro, jobs, say):
             hint = "install torch in it" if "torch" in last else "check that it runs"
             raise CaptureError(
                 python,
-                f"{how} before it could run a scenario ({last}); {hint}; nothing was written",
+                f"{how} before it could run a scenario{last}; {hint}; nothing was written",
             )
         by_id = {job.id: job for job in jobs}
         started = time.perf_counter()
@@ -170,7 +174,7 @@ def run_child(python, repro, jobs, say):
                 how, last = child.died()
                 raise CaptureError(
                     job.where,
-                    f"scenario '{job.id}' crashed the capture interpreter: it {how} ({last}); nothing was written",
+                    f"scenario '{job.id}' crashed the capture interpreter: it {how}{last}; nothing was written",
                 )
             results[done["id"]] = done["result"]
         say(f"ran {len(by_id)} scenarios and loops in {time.perf_counter() - started:.2f} s")
@@ -188,7 +192,7 @@ def _expect(child, event, job):
         how, last = child.died()
         raise CaptureError(
             job.where,
-            f"the capture interpreter {how} before scenario '{job.id}' ({last}); nothing was written",
+            f"the capture interpreter {how} before scenario '{job.id}'{last}; nothing was written",
         )
     if message.get("event") != event:
         raise CaptureError(job.where, f"unexpected message from the capture interpreter: {message}")

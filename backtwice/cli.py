@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+from . import drift
 from . import snapshot as snap
 from .errors import EXIT_CODES, EXIT_OK, BuildError, CheckError
 
@@ -79,6 +80,7 @@ def check(args, say):
     diff = json_diff(committed.comparable(), fresh.comparable(), str(path), "fresh capture")
     if diff:
         sys.stdout.write(diff)
+        sys.stdout.write(drift.report(committed, fresh, path.name, "the fresh capture"))
         raise CheckError(
             path,
             "differs from a fresh capture (diff above); run `python build.py` to update it and commit the result",
@@ -95,8 +97,11 @@ def build(args, say):
         from .capture import capture
 
         fresh = capture(args.repro, args.python, say)
-        path, _, written = snap.save(fresh, args.snapshots)
+        previous = snap.previous_of(fresh, args.snapshots)
+        path, written = snap.save(fresh, args.snapshots)
         say(f"{'wrote' if written else 'unchanged:'} {path}")
+        if written and previous is not None:
+            say(drift.report(previous[1], fresh, previous[0].name, path.name).rstrip("\n"))
     started = time.perf_counter()
     html = render_page(snap.load_dir(args.snapshots), args.repro)
     out = args.out / "index.html"

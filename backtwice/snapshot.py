@@ -273,11 +273,37 @@ def write_atomic(path, text):
         raise
 
 
+def previous_of(snapshot, directory):
+    """The snapshot a fresh capture is compared with: the same torch's, else the newest other.
+
+    Returns (path, Snapshot) or None. An unreadable file of the same torch counts as absent,
+    since the capture is about to replace it.
+    """
+    directory = Path(directory)
+    path = directory / file_name(snapshot.environment.torch)
+    if path.exists():
+        try:
+            return path, load(path)
+        except InputError:
+            return None
+    others = []
+    for other in sorted(directory.glob("torch-*.json")):
+        try:
+            others.append((other, load(other)))
+        except InputError:
+            continue
+    others.sort(key=lambda item: version_key(item[1].environment.torch))
+    return others[-1] if others else None
+
+
 def save(snapshot, directory):
-    """Write the snapshot unless an equal one is there; return (path, previous or None, written)."""
+    """Write the snapshot unless an equal one of the same torch is there; return (path, written)."""
     path = Path(directory) / file_name(snapshot.environment.torch)
-    previous = load(path) if path.exists() else None
-    if previous is not None and previous.comparable() == snapshot.comparable():
-        return path, previous, False
+    if path.exists():
+        try:
+            if load(path).comparable() == snapshot.comparable():
+                return path, False
+        except InputError:
+            pass  # unreadable: the fresh capture replaces it
     write_atomic(path, dumps(snapshot))
-    return path, previous, True
+    return path, True

@@ -5,19 +5,39 @@ import difflib
 from markupsafe import Markup, escape
 
 
+def word_ops(old, new):
+    """Split two texts into runs of words: ('equal', words, words) or ('change', removed, added)."""
+    a, b = old.split(" "), new.split(" ")
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        yield ("equal" if op == "equal" else "change"), " ".join(a[i1:i2]), " ".join(b[j1:j2])
+
+
 def word_diff(old, new):
     """Mark the words that differ between two texts with <del> and <ins>."""
-    a, b = old.split(" "), new.split(" ")
     parts = []
-    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+    for op, removed, added in word_ops(old, new):
         if op == "equal":
-            parts.append(escape(" ".join(a[i1:i2])))
+            parts.append(escape(removed))
             continue
-        if i2 > i1:
-            parts.append(Markup("<del>{}</del>").format(" ".join(a[i1:i2])))
-        if j2 > j1:
-            parts.append(Markup("<ins>{}</ins>").format(" ".join(b[j1:j2])))
+        if removed:
+            parts.append(Markup("<del>{}</del>").format(removed))
+        if added:
+            parts.append(Markup("<ins>{}</ins>").format(added))
     return Markup(" ").join(parts)
+
+
+def word_changes(old, new):
+    """Show the words that differ between two texts as [-old-]{+new+}, for a terminal."""
+    parts = []
+    for op, removed, added in word_ops(old, new):
+        if op == "equal":
+            parts.append(removed)
+            continue
+        if removed:
+            parts.append(f"[-{removed}-]")
+        if added:
+            parts.append(f"{{+{added}+}}")
+    return " ".join(parts)
 
 
 def outcome(run):
