@@ -3,7 +3,10 @@
 from markupsafe import Markup, escape
 
 WIDTH, HEIGHT = 320, 180
-LEFT, RIGHT, TOP, BOTTOM = 36, 12, 12, 30
+LEFT, RIGHT, TOP, BOTTOM = 36, 12, 28, 30
+
+
+BAR_ROW = 44
 
 
 def _scale(value, top):
@@ -51,11 +54,12 @@ def line_chart(ident, title, series, x_label, y_label):
 def bar_chart(ident, title, bars, unit):
     """Draw labelled horizontal bars of (label, css class, value)."""
     top = max(value for _, _, value in bars) or 1
-    row = (HEIGHT - TOP - BOTTOM) / len(bars)
+    row = BAR_ROW
+    height = 12 + row * len(bars) + 12
     span = WIDTH - 150 - RIGHT
     parts = []
     for i, (label, css, value) in enumerate(bars):
-        y = TOP + i * row
+        y = 12 + i * row
         width = span * value / top
         parts.append(f'<text class="label" x="0" y="{y + row / 2 + 4:.1f}">{escape(label)}</text>')
         parts.append(
@@ -70,13 +74,13 @@ def bar_chart(ident, title, bars, unit):
             f"{value:g} {escape(unit)}</text>"
         )
     description = "; ".join(f"{label}: {value:g} {unit}" for label, _, value in bars)
-    return _svg(ident, title, description + ".", parts)
+    return _svg(ident, title, description + ".", parts, height)
 
 
-def _svg(ident, title, description, parts):
+def _svg(ident, title, description, parts, height=HEIGHT):
     body = "".join(parts)
     return Markup(
-        f'<svg class="chart" id="{ident}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
+        f'<svg class="chart" id="{ident}" viewBox="0 0 {WIDTH} {height}" role="img" '
         f'aria-labelledby="{ident}-title {ident}-desc"><title id="{ident}-title">{escape(title)}</title>'
         f'<desc id="{ident}-desc">{escape(description)}</desc>{body}</svg>'
     )

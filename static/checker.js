@@ -80,7 +80,6 @@
     entry(list, "The fix", text(r.fix));
     box.appendChild(list);
     var pre = el("pre", "diff");
-    pre.setAttribute("tabindex", "0");
     pre.setAttribute("aria-label", "The loop, with the fix: lines starting - are removed, + are added");
     var code = el("code");
     r.diff.forEach(function (line) {

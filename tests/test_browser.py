@@ -195,6 +195,8 @@ def test_doctored_figures_are_shown(page: Page, doctor):
         memory[2]["values"][3] = memory[3]["values"][3] = 3
         memory[2]["values"][5] = memory[3]["values"][5] = 3 * 2**20
         data["scenarios"]["c4_gan_no_detach"]["anomaly"]["node"] = "DoctoredBackward0"
+        data["scenarios"]["c1_backward_twice"]["raised"]["line"] = 5
+        data["loops"]["2yyn"]["raised_step"] = 3
         data["loops"]["1ynn"]["steps"] = [
             {"step": s, "depth": 4, "grad": 0.8, "saved": 7} for s in (1, 2, 3, 4)
         ]

@@ -67,6 +67,15 @@ def test_render_only_writes_page_and_never_imports_torch(tmp_path):
     assert result.stdout.startswith(f"wrote {tmp_path / 'index.html'} (")
 
 
+def test_render_is_deterministic(tmp_path):
+    pages = []
+    for name in ("a", "b"):
+        result = build("--render-only", "--quiet", "--out", tmp_path / name)
+        assert result.returncode == 0, result.stderr
+        pages.append((tmp_path / name / "index.html").read_bytes())
+    assert pages[0] == pages[1]
+
+
 def test_quiet_prints_nothing(tmp_path):
     result = build("--render-only", "--quiet", "--out", tmp_path)
     assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
