@@ -222,6 +222,7 @@ def build(loops):
             "anomaly": ref(anomaly),
             "fix": ref(fix_text),
             "diff": [[kind, ref(text)] for kind, text in diff_lines(run.source, fixed.source)],
+            "outcome": ref(None if run.raised else f"This loop {outcome_sentence(run, fixed)}."),
             "fixed": ref(f"With the fix, the loop {outcome_sentence(fixed, fixed)}."),
             "section": section_of(key),
         }

@@ -74,6 +74,7 @@
     var box = document.createDocumentFragment();
     box.appendChild(el("h3", null, text(r.headline)));
     var list = el("dl");
+    entry(list, "What it did", text(r.outcome));
     entry(list, "Where it raised", text(r.where));
     entry(list, "The exact text", text(r.message), "text");
     entry(list, "Anomaly mode points at", text(r.anomaly), "text");

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from backtwice import snapshot as snap
-from backtwice.errors import EXIT_CHECK, EXIT_CLAIM, EXIT_INPUT, EXIT_USAGE
+from backtwice.errors import EXIT_CAPTURE, EXIT_CHECK, EXIT_CLAIM, EXIT_INPUT, EXIT_USAGE
 
 from .conftest import REPRO, ROOT, SNAPSHOTS, committed_path
 
@@ -193,6 +193,26 @@ def test_build_then_rebuild_leaves_snapshot_untouched(tmp_path, snapshots_copy):
     assert second.returncode == 0
     assert path.stat().st_mtime_ns == mtime
     assert second.stdout.splitlines()[0].startswith("ran 36 scenarios and loops in ")
+
+
+def test_hanging_scenario_writes_nothing(tmp_path, snapshots_copy):
+    folder, path = snapshots_copy
+    before = path.read_bytes()
+    repro = tmp_path / "repro"
+    repro.mkdir()
+    (repro / "scenarios.toml").write_text(
+        '[[scenario]]\nid = "hangs"\nexpect = "runs"\ntimeout = 1\n'
+    )
+    (repro / "hangs.py").write_text("import time\ntime.sleep(60)\n")
+    result = build("--repro", repro, "--snapshots", folder, "--out", tmp_path / "site")
+    assert result.returncode == EXIT_CAPTURE
+    assert result.stderr == (
+        f"error: {repro / 'hangs.py'}: scenario 'hangs' did not finish within 1 s; "
+        "make it finish or raise its timeout; nothing was written\n"
+    )
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in folder.iterdir()) == [path.name]
+    assert not (tmp_path / "site").exists()
 
 
 def test_committed_snapshot_matches_repro():
