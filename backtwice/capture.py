@@ -159,7 +159,6 @@ def run_child(python, repro, jobs, say):
                 python,
                 f"{how} before it could run a scenario{last}; {hint}; nothing was written",
             )
-        by_id = {job.id: job for job in jobs}
         started = time.perf_counter()
         for job in jobs:
             _expect(child, "start", job)
@@ -177,7 +176,7 @@ def run_child(python, repro, jobs, say):
                     f"scenario '{job.id}' crashed the capture interpreter: it {how}{last}; nothing was written",
                 )
             results[done["id"]] = done["result"]
-        say(f"ran {len(by_id)} scenarios and loops in {time.perf_counter() - started:.2f} s")
+        say(f"ran {len(jobs)} scenarios and loops in {time.perf_counter() - started:.2f} s")
     finally:
         child.close()
     return ready["environment"], results

@@ -121,6 +121,13 @@ def charts(snapshot):
     }
 
 
+def minify_css(css):
+    """Drop comments and the whitespace CSS does not need, to keep the page small."""
+    css = re.sub(r"/\*.*?\*/", "", css, flags=re.S)
+    css = re.sub(r"\s+", " ", css)
+    return re.sub(r"\s*([{};,>])\s*", r"\1", css).replace(";}", "}").strip()
+
+
 def json_script(data):
     """Serialise data for a <script type=...json> block; '<' escaped so it cannot close the tag."""
     text = json.dumps(data, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
@@ -182,7 +189,7 @@ def render_page(snapshots, repro):
     views = {s.id: scenario_view(s, snapshot.scenarios[s.id]) for s in scenarios}
     data, loop_rows = checker.build(snapshot.loops) if snapshot.loops else ({}, [])
     code_html = "".join(view["code"] for view in views.values())
-    css = (STATIC / "style.css").read_text(encoding="utf-8") + pygments_css(code_html)
+    css = minify_css((STATIC / "style.css").read_text(encoding="utf-8") + pygments_css(code_html))
     js = (STATIC / "checker.js").read_text(encoding="utf-8")
     env = Environment(
         loader=FileSystemLoader(TEMPLATES),
