@@ -98,7 +98,7 @@ def build(args, say):
 
         fresh = capture(args.repro, args.python, say)
         previous = snap.previous_of(fresh, args.snapshots)
-        path, written = snap.save(fresh, args.snapshots)
+        path, written = snap.save(fresh, args.snapshots, previous)
         say(f"{'wrote' if written else 'unchanged:'} {path}")
         if written and previous is not None:
             say(drift.report(previous[1], fresh, previous[0].name, path.name).rstrip("\n"))

@@ -296,14 +296,17 @@ def previous_of(snapshot, directory):
     return others[-1] if others else None
 
 
-def save(snapshot, directory):
-    """Write the snapshot unless an equal one of the same torch is there; return (path, written)."""
+def save(snapshot, directory, previous):
+    """Write the snapshot unless `previous` (from previous_of) is the same torch's and equal.
+
+    Returns (path, written).
+    """
     path = Path(directory) / file_name(snapshot.environment.torch)
-    if path.exists():
-        try:
-            if load(path).comparable() == snapshot.comparable():
-                return path, False
-        except InputError:
-            pass  # unreadable: the fresh capture replaces it
+    if (
+        previous is not None
+        and previous[0] == path
+        and previous[1].comparable() == snapshot.comparable()
+    ):
+        return path, False
     write_atomic(path, dumps(snapshot))
     return path, True
