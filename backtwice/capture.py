@@ -72,7 +72,6 @@ class Child:
     """The capture interpreter, read line by line with a deadline."""
 
     def __init__(self, python, repro, jobs):
-        self.python = python
         self.stderr = tempfile.TemporaryFile(mode="w+")
         request = {
             "repro": str(Path(repro).resolve()),

@@ -49,11 +49,6 @@ PRESETS = (
 DEFAULT = "1nnn"
 
 
-def key_of(calls, retain, carried, summed):
-    """Name a combination the way repro/loop.py does."""
-    return str(calls) + "".join("y" if flag else "n" for flag in (retain, carried, summed))
-
-
 def fragment(key):
     """The URL fragment that selects a combination."""
     yes = {"y": "yes", "n": "no"}
@@ -68,8 +63,6 @@ class Verdict:
     """'raises', 'costs' or 'runs'."""
     headline: str
     """One sentence: what the loop did."""
-    costs: tuple[str, ...]
-    """What it costs or breaks when it runs."""
 
 
 def _ratio(run, fixed):
@@ -128,15 +121,12 @@ def verdict(run: LoopRun, fixed: LoopRun):
         return Verdict(
             "raises",
             f"Raises {run.raised.type} on step {run.raised_step}, at {call} backward call of that step.",
-            (),
         )
     costs = costs_of(run, fixed)
     steps = len(run.steps)
     if costs:
-        return Verdict(
-            "costs", f"Runs all {steps} steps, but it " + "; it ".join(costs) + ".", costs
-        )
-    return Verdict("runs", f"Runs all {steps} steps with nothing retained or growing.", ())
+        return Verdict("costs", f"Runs all {steps} steps, but it " + "; it ".join(costs) + ".")
+    return Verdict("runs", f"Runs all {steps} steps with nothing retained or growing.")
 
 
 def outcome_sentence(run: LoopRun, fixed: LoopRun):
@@ -152,14 +142,18 @@ def outcome_sentence(run: LoopRun, fixed: LoopRun):
 
 def fix_edits(key, fixed_key):
     """Name the edits that turn one loop into its fix, from the answers that change."""
+    calls, retain, carried, summed = key
+    fixed_calls, fixed_retain, fixed_carried, fixed_summed = fixed_key
     edits = []
-    if key[2] == "y":
+    if carried != fixed_carried:
         edits.append("detach the carried state")
-    if key[0] == "2" and key[3] == "n":
-        edits.append("sum the losses and call backward once")
-    if key[0] == "2" and key[3] == "y":
-        edits.append("drop the second backward call")
-    if key[1] == "y":
+    if calls != fixed_calls:
+        edits.append(
+            "drop the second backward call"
+            if summed == fixed_summed
+            else "sum the losses and call backward once"
+        )
+    if retain != fixed_retain:
         edits.append("drop retain_graph=True")
     return edits
 
