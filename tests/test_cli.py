@@ -33,6 +33,15 @@ def snapshots_copy(tmp_path, snapshot_data):
     return folder, path
 
 
+def doctor_file(path, snapshot_data, change):
+    """Write a changed copy of the committed snapshot's data to path; return the text written."""
+    data = json.loads(json.dumps(snapshot_data))
+    change(data)
+    text = json.dumps(data)
+    path.write_text(text, encoding="utf-8")
+    return text
+
+
 def test_help_lists_modes_and_exit_codes():
     result = build("--help")
     assert result.returncode == 0
@@ -108,7 +117,7 @@ def test_corrupt_snapshot_leaves_the_old_page_untouched(tmp_path, snapshots_copy
 
 def test_unknown_schema_version(tmp_path, snapshots_copy, snapshot_data):
     folder, path = snapshots_copy
-    path.write_text(json.dumps({**snapshot_data, "schema": 99}), encoding="utf-8")
+    doctor_file(path, snapshot_data, lambda data: data.update(schema=99))
     result = build("--render-only", "--snapshots", folder, "--out", tmp_path)
     assert result.returncode == EXIT_INPUT
     assert result.stderr == (
@@ -119,9 +128,11 @@ def test_unknown_schema_version(tmp_path, snapshots_copy, snapshot_data):
 
 def test_missing_field_is_named(tmp_path, snapshots_copy, snapshot_data):
     folder, path = snapshots_copy
-    data = json.loads(json.dumps(snapshot_data))
-    del data["scenarios"]["c1_backward_twice"]["raised"]["message"]
-    path.write_text(json.dumps(data), encoding="utf-8")
+    doctor_file(
+        path,
+        snapshot_data,
+        lambda data: data["scenarios"]["c1_backward_twice"]["raised"].pop("message"),
+    )
     result = build("--render-only", "--snapshots", folder, "--out", tmp_path)
     assert result.returncode == EXIT_INPUT
     assert result.stderr == (
@@ -132,9 +143,9 @@ def test_missing_field_is_named(tmp_path, snapshots_copy, snapshot_data):
 
 def test_stale_snapshot_is_detected(tmp_path, snapshots_copy, snapshot_data):
     folder, path = snapshots_copy
-    data = json.loads(json.dumps(snapshot_data))
-    data["sources"]["c2_detach.py"] = "0" * 64
-    path.write_text(json.dumps(data), encoding="utf-8")
+    doctor_file(
+        path, snapshot_data, lambda data: data["sources"].update({"c2_detach.py": "0" * 64})
+    )
     result = build("--render-only", "--snapshots", folder, "--out", tmp_path)
     assert result.returncode == EXIT_INPUT
     assert result.stderr == (
@@ -145,10 +156,11 @@ def test_stale_snapshot_is_detected(tmp_path, snapshots_copy, snapshot_data):
 
 def test_false_claim_stops_the_build(tmp_path, snapshots_copy, snapshot_data):
     folder, path = snapshots_copy
-    data = json.loads(json.dumps(snapshot_data))
-    outputs = data["scenarios"]["c2_retain_graph"]["outputs"]
-    outputs[2]["values"][3] = 9
-    path.write_text(json.dumps(data), encoding="utf-8")
+
+    def change(data):
+        data["scenarios"]["c2_retain_graph"]["outputs"][2]["values"][3] = 9
+
+    doctor_file(path, snapshot_data, change)
     result = build("--render-only", "--snapshots", folder, "--out", tmp_path)
     assert result.returncode == EXIT_CLAIM
     assert result.stderr.startswith(
@@ -168,10 +180,11 @@ def test_check_passes_on_the_committed_snapshot():
 
 def test_check_prints_a_diff_and_writes_nothing(tmp_path, snapshots_copy, snapshot_data):
     folder, path = snapshots_copy
-    data = json.loads(json.dumps(snapshot_data))
-    data["scenarios"]["c1_backward_twice"]["raised"]["line"] = 5
-    before = json.dumps(data)
-    path.write_text(before, encoding="utf-8")
+
+    def change(data):
+        data["scenarios"]["c1_backward_twice"]["raised"]["line"] = 5
+
+    before = doctor_file(path, snapshot_data, change)
     result = build("--check", "--snapshots", folder, "--out", tmp_path / "site")
     assert result.returncode == EXIT_CHECK
     assert '-        "line": 5,\n+        "line": 6,' in result.stdout
