@@ -3,8 +3,10 @@
 import copy
 import json
 import re
+import site
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -105,12 +107,22 @@ def test_page_text_comes_from_the_newest_version(two_versions):
 
 @pytest.fixture(scope="module")
 def venv_python(tmp_path_factory):
-    """Another interpreter path: a venv that sees this interpreter's torch."""
+    """Another interpreter path: a venv that sees this interpreter's torch.
+
+    --system-site-packages alone would see the base interpreter's packages, not those of the
+    virtual environment the tests run in, so a .pth file adds this interpreter's site-packages.
+    """
     folder = tmp_path_factory.mktemp("venv")
-    subprocess.run(
-        [sys.executable, "-m", "venv", "--system-site-packages", str(folder)], check=True
-    )
-    return folder / "bin" / "python"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
+    python = folder / "bin" / "python"
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    Path(purelib, "parent.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    return python
 
 
 def test_python_option_gives_the_same_snapshot(tmp_path, venv_python, snapshot_data):
