@@ -1,8 +1,11 @@
 """Run the scenarios in a child interpreter and turn its report into a Snapshot."""
 
+import contextlib
 import datetime
 import json
+import os
 import queue
+import signal
 import subprocess
 import sys
 import tempfile
@@ -46,11 +49,8 @@ class Job:
 
 
 def scenario_jobs(scenarios):
-    """Make a job of each scenario file."""
-    return [
-        Job(s.id, str(s.path.resolve()), s.path.read_text(encoding="utf-8"), s.timeout, str(s.path))
-        for s in scenarios
-    ]
+    """Make a job of each scenario, from the text the manifest read (the text that is hashed)."""
+    return [Job(s.id, str(s.path.resolve()), s.source, s.timeout, str(s.path)) for s in scenarios]
 
 
 def loop_jobs(builder, repro):
@@ -68,13 +68,30 @@ def loop_jobs(builder, repro):
     ]
 
 
+def modules(repro):
+    """The helper modules scenarios import, as the text the snapshot hashes."""
+    return {
+        Path(name).stem: {
+            "file": str((repro.folder / name).resolve()),
+            "source": repro.sources[name],
+        }
+        for name in (manifest.SUPPORT,)
+        if name in repro.sources
+    }
+
+
 class Child:
-    """The capture interpreter, read line by line with a deadline."""
+    """The capture interpreter, read line by line with a deadline.
+
+    It runs in a session of its own, so that stopping it kills its whole process group and a
+    Ctrl-C in the terminal reaches only the build, which then stops the child.
+    """
 
     def __init__(self, python, repro, jobs):
         self.stderr = tempfile.TemporaryFile(mode="w+")
         request = {
-            "repro": str(Path(repro).resolve()),
+            "repro": str(repro.folder.resolve()),
+            "modules": modules(repro),
             "jobs": [{"id": job.id, "file": job.file, "source": job.source} for job in jobs],
         }
         try:
@@ -85,6 +102,7 @@ class Child:
                 stderr=self.stderr,
                 text=True,
                 encoding="utf-8",
+                start_new_session=True,
             )
         except OSError as exc:
             raise InputError(
@@ -114,9 +132,10 @@ class Child:
         return None if line is None else json.loads(line)
 
     def stop(self):
-        """Kill the child if it still runs."""
+        """Kill the child and anything it started, if it still runs."""
         if self.proc.poll() is None:
-            self.proc.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
 
     def close(self):
@@ -173,6 +192,12 @@ def run_child(python, repro, jobs, say):
                 raise CaptureError(
                     job.where,
                     f"scenario '{job.id}' crashed the capture interpreter: it {how}{last}; nothing was written",
+                )
+            if "too_much_output" in done["result"]:
+                raise CaptureError(
+                    job.where,
+                    f"scenario '{job.id}' printed too much: {done['result']['too_much_output']}; "
+                    "the page shows every printed line, so print less; nothing was written",
                 )
             results[done["id"]] = done["result"]
         say(f"ran {len(jobs)} scenarios and loops in {time.perf_counter() - started:.2f} s")
@@ -268,11 +293,12 @@ def loop_run(answers, fixed_key, job, result):
 def capture(repro, python=None, say=print, today=None):
     """Run every scenario and loop under `python` and return the Snapshot; write nothing."""
     python = python or sys.executable
-    scenarios = manifest.load_manifest(repro)
-    builder = manifest.load_loop_builder(repro)
+    if not isinstance(repro, manifest.Repro):
+        repro = manifest.load(repro)
+    scenarios, builder = repro.scenarios, repro.builder
     jobs = scenario_jobs(scenarios)
     if builder is not None:
-        jobs += loop_jobs(builder, repro)
+        jobs += loop_jobs(builder, repro.folder)
     env, results = run_child(python, repro, jobs, say)
     runs = {s.id: scenario_run(s, results[s.id]) for s in scenarios}
     loops = {}
@@ -294,4 +320,4 @@ def capture(repro, python=None, say=print, today=None):
     environment = Environment(
         env["torch"], env["python"], env["platform"], env["device"], env["cuda"], today
     )
-    return Snapshot(SCHEMA, environment, manifest.source_hashes(repro, scenarios), runs, loops)
+    return Snapshot(SCHEMA, environment, repro.hashes(), runs, loops)

@@ -339,8 +339,9 @@ def evaluate(snapshot, path):
         except (Untrue, f.Missing) as exc:
             raise ClaimError(
                 path,
-                f"section '{claim.section}': the check '{claim.id}' failed ({exc}); the page would say "
-                f'"{Markup(claim.text).striptags()}"; rewrite that sentence in backtwice/claims.py',
+                f"section '{claim.section}': the check '{claim.id}'",
+                str(exc),
+                Markup(claim.text).striptags(),
             ) from None
         sentences[claim.id] = Markup(claim.text).format(**values)
     return sentences

@@ -3,13 +3,25 @@
 import argparse
 import difflib
 import json
+import signal
 import sys
 import time
 from pathlib import Path
 
-from . import drift
+from . import drift, manifest
 from . import snapshot as snap
-from .errors import EXIT_CODES, EXIT_OK, BuildError, CheckError
+from .errors import (
+    EXIT_CODES,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    REWRITE,
+    BuildError,
+    CheckError,
+    ClaimError,
+    OutputError,
+    Stopped,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -74,7 +86,8 @@ def check(args, say):
     from .capture import capture
     from .render import render_page
 
-    fresh = capture(args.repro, args.python, say)
+    repro = manifest.load(args.repro)
+    fresh = capture(repro, args.python, say)
     path = args.snapshots / snap.file_name(fresh.environment.torch)
     committed = snap.load(path)
     diff = json_diff(committed.comparable(), fresh.comparable(), str(path), "fresh capture")
@@ -85,35 +98,101 @@ def check(args, say):
             path,
             "differs from a fresh capture (diff above); run `python build.py` to update it and commit the result",
         )
-    render_page(snap.load_dir(args.snapshots), args.repro)
+    render_page(snap.load_dir(args.snapshots), repro)
     say(f"{path} matches a fresh capture; the page renders")
 
 
+def check_out(out):
+    """Stop before any work if --out cannot be the page's folder."""
+    for folder in (out, *out.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise OutputError(
+                    folder, "is a file, not a folder; give --out a folder for index.html"
+                )
+            return
+
+
+def explain(error, previous, fresh):
+    """Name the capture change behind a claim that no longer holds first, then the sentence."""
+    changes = drift.changes(previous[1], fresh) if previous is not None else []
+    if not changes:
+        return error
+    # A change line reads "scenario <id>: ..." or "loop <key>: ..."; prefer one the check names.
+    named = [line for line in changes if f"'{line.split(':')[0].split()[-1]}'" in error.reason]
+    change = (named or changes)[0]
+    (kind, ident), what = change.split(":")[0].split(), change.split(": ", 1)[1]
+    file = Path("repro") / (f"{ident}.py" if kind == "scenario" else manifest.LOOP_BUILDER)
+    return ClaimError(
+        file,
+        f"{kind} {ident} changed since {previous[0].name} ({what}), so {error.check}",
+        error.reason,
+        error.sentence,
+        f"fix {file}, or if torch really behaves so now, {REWRITE}",
+    )
+
+
+def capture_into(args, repro, say):
+    """Capture, and return (snapshots to render, the snapshot file to write or None, previous).
+
+    Nothing is written here: a newer-schema snapshot stops the build, a corrupt one of the same
+    torch is replaced (with a notice), and an unchanged capture keeps the file and its date.
+    """
+    from .capture import capture
+
+    fresh = capture(repro, args.python, say)
+    path = args.snapshots / snap.file_name(fresh.environment.torch)
+    current, notice = snap.load_replaceable(path)
+    if notice:
+        say(notice)
+    others = snap.load_dir(args.snapshots, skip=path, allow_empty=True)
+    unchanged = current is not None and current.comparable() == fresh.comparable()
+    chosen = current if unchanged else fresh
+    snapshots = sorted(
+        [*others, (path, chosen)], key=lambda item: snap.version_key(item[1].environment.torch)
+    )
+    previous = (path, current) if current is not None else (others[-1] if others else None)
+    return snapshots, (None if unchanged else path), previous, fresh
+
+
 def build(args, say):
-    """Capture unless --render-only, then render the page."""
+    """Capture unless --render-only, then render; write the snapshot and the page, or neither."""
     from .render import render_page
 
-    if not args.render_only:
-        from .capture import capture
-
-        fresh = capture(args.repro, args.python, say)
-        previous = snap.previous_of(fresh, args.snapshots)
-        path, written = snap.save(fresh, args.snapshots, previous)
-        say(f"{'wrote' if written else 'unchanged:'} {path}")
-        if written and previous is not None:
-            say(drift.report(previous[1], fresh, previous[0].name, path.name).rstrip("\n"))
+    check_out(args.out)
+    repro = manifest.load(args.repro)
+    writes, path, previous = [], None, None
+    if args.render_only:
+        snapshots = snap.load_dir(args.snapshots)
+    else:
+        snapshots, path, previous, fresh = capture_into(args, repro, say)
     started = time.perf_counter()
-    html = render_page(snap.load_dir(args.snapshots), args.repro)
+    try:
+        html = render_page(snapshots, repro)
+    except ClaimError as error:
+        raise (error if args.render_only else explain(error, previous, fresh)) from None
+    if path is not None:
+        writes.append((path, snap.dumps(fresh)))
     out = args.out / "index.html"
-    snap.write_atomic(out, html)
+    snap.write_all([*writes, (out, html)])
+    if not args.render_only:
+        target = snapshots[-1][0] if path is None else path
+        say(f"wrote {path}" if path is not None else f"unchanged: {target}")
+        if path is not None and previous is not None:
+            say(drift.report(previous[1], fresh, previous[0].name, path.name).rstrip("\n"))
     size = len(html.encode("utf-8"))
     say(f"wrote {out} ({size:,} bytes) in {time.perf_counter() - started:.2f} s")
+
+
+def _terminated(signum, frame):
+    raise Stopped(EXIT_TERMINATED, "terminated")
 
 
 def main(argv=None):
     """Run the build; return the exit code."""
     args = parse_args(argv)
     say = (lambda message: None) if args.quiet else (lambda message: print(message, flush=True))
+    previous = signal.signal(signal.SIGTERM, _terminated)
     try:
         if args.check:
             check(args, say)
@@ -122,4 +201,16 @@ def main(argv=None):
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except KeyboardInterrupt:
+        print(
+            "error: interrupted; the capture was stopped and nothing was written", file=sys.stderr
+        )
+        return EXIT_INTERRUPTED
+    except Stopped as stop:
+        print(
+            f"error: {stop.how}; the capture was stopped and nothing was written", file=sys.stderr
+        )
+        return stop.exit_code
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return EXIT_OK

@@ -15,13 +15,13 @@ def run_changes(name, old, new):
     if _verdict(old) != _verdict(new):
         lines.append(f"{name}: verdict {_verdict(old)} -> {_verdict(new)}")
     elif old.raised and new.raised:
-        if old.raised.message != new.raised.message:
-            lines.append(f"{name}: text {word_changes(old.raised.message, new.raised.message)}")
         if (old.raised.type, old.raised.line) != (new.raised.type, new.raised.line):
             lines.append(
                 f"{name}: raised {old.raised.type} at line {old.raised.line} -> "
                 f"{new.raised.type} at line {new.raised.line}"
             )
+        if old.raised.message != new.raised.message:
+            lines.append(f"{name}: text {word_changes(old.raised.message, new.raised.message)}")
     old_anomaly = old.anomaly.node if old.anomaly else None
     new_anomaly = new.anomaly.node if new.anomaly else None
     if old_anomaly != new_anomaly:

@@ -9,6 +9,9 @@ EXIT_INPUT = 3  # a snapshot or manifest is missing, corrupt, of an unknown sche
 EXIT_CAPTURE = 4  # a scenario hung, crashed, or did not raise / run as declared
 EXIT_CHECK = 5  # --check found a difference between a fresh capture and the committed snapshot
 EXIT_CLAIM = 6  # a sentence on the page no longer holds for the snapshot
+EXIT_OUTPUT = 7  # the snapshot or the page could not be written (permissions, disk full, a file)
+EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT): 128 + 2, as shells report it
+EXIT_TERMINATED = 143  # SIGTERM: 128 + 15
 
 EXIT_CODES = {
     EXIT_OK: "success",
@@ -17,6 +20,9 @@ EXIT_CODES = {
     EXIT_CAPTURE: "a scenario hung, crashed, or did not behave as repro/scenarios.toml declares",
     EXIT_CHECK: "--check: the fresh capture differs from the committed snapshot",
     EXIT_CLAIM: "a claim on the page is false for the snapshot",
+    EXIT_OUTPUT: "the snapshot or the page could not be written; nothing was changed",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C); the capture was stopped and nothing was written",
+    EXIT_TERMINATED: "terminated (SIGTERM); the capture was stopped and nothing was written",
 }
 
 
@@ -59,7 +65,34 @@ class CheckError(BuildError):
     exit_code = EXIT_CHECK
 
 
+REWRITE = "rewrite that sentence in backtwice/claims.py"
+
+
 class ClaimError(BuildError):
     """A sentence on the page is false for the snapshot it is rendered from."""
 
     exit_code = EXIT_CLAIM
+
+    def __init__(self, file, check, reason, sentence, fix=REWRITE):
+        super().__init__(file, f'{check} failed ({reason}); the page would say "{sentence}"; {fix}')
+        self.check = check
+        """Which check failed, e.g. "section 'cause-2': the check 'carried_raises_on_step_2'"."""
+        self.reason = reason
+        """Why it failed, e.g. "scenario 'c2_detach' now raises"."""
+        self.sentence = sentence
+        """The sentence, as plain text."""
+
+
+class OutputError(BuildError):
+    """The snapshot or the page could not be written."""
+
+    exit_code = EXIT_OUTPUT
+
+
+class Stopped(BaseException):
+    """The build was interrupted or terminated by a signal; carries the exit code."""
+
+    def __init__(self, exit_code, how):
+        super().__init__(how)
+        self.exit_code = exit_code
+        self.how = how

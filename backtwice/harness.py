@@ -4,7 +4,8 @@ This file is run as a script, possibly by another Python that holds another torc
 only the standard library and torch, and stays compatible with Python 3.8. It reads one JSON
 request on stdin:
 
-    {"repro": DIR, "jobs": [{"id": ..., "file": ..., "source": ...}, ...]}
+    {"repro": DIR, "modules": {NAME: {"file": ..., "source": ...}},
+     "jobs": [{"id": ..., "file": ..., "source": ...}, ...]}
 
 and writes one JSON object per line on stdout: {"event": "ready", "environment": {...}} once
 torch is imported, then {"event": "start", "id": ...} and {"event": "done", "id": ...,
@@ -23,6 +24,13 @@ import warnings
 
 SEED = 0
 ANOMALY_NODE = re.compile(r"Error detected in (\w+)\.")
+# What one job may print: the page shows every printed line, so past this it is a mistake.
+MAX_PRINT_BYTES = 64 * 1024  # printed text plus the JSON of the printed values
+MAX_TENSOR_ELEMENTS = 1024  # a printed tensor is recorded element by element
+
+
+class TooMuchOutput(BaseException):
+    """A job printed more than the page can show; a BaseException so scenarios cannot catch it."""
 
 
 def encode(value):
@@ -32,6 +40,10 @@ def encode(value):
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, torch.Tensor):
+        if value.numel() > MAX_TENSOR_ELEMENTS:
+            raise TooMuchOutput(
+                f"a tensor of {value.numel()} elements (at most {MAX_TENSOR_ELEMENTS})"
+            )
         return {"tensor": value.detach().tolist(), "dtype": str(value.dtype).replace("torch.", "")}
     if isinstance(value, (list, tuple)):
         return [encode(item) for item in value]
@@ -79,13 +91,20 @@ def execute(job, anomaly):
     random.seed(SEED)
     torch.manual_seed(SEED)
     printed = []
+    size = [0]
     filename = job["file"]
 
     def recording_print(*args, sep=" ", end="\n", file=None, flush=False):
         caller = sys._getframe(1)
         text = sep.join(str(arg) for arg in args)
         line = caller.f_lineno if caller.f_code.co_filename == filename else None
-        printed.append({"line": line, "text": text, "values": [encode(arg) for arg in args]})
+        values = [encode(arg) for arg in args]
+        size[0] += len(text) + len(json.dumps(values))
+        if size[0] > MAX_PRINT_BYTES:
+            raise TooMuchOutput(
+                f"more than {MAX_PRINT_BYTES} bytes in {len(printed) + 1} print() calls"
+            )
+        printed.append({"line": line, "text": text, "values": values})
 
     namespace = {"__name__": "__main__", "__file__": filename, "print": recording_print}
     code = compile(job["source"], filename, "exec")
@@ -103,13 +122,26 @@ def execute(job, anomaly):
 def run_job(job):
     """Run a job plainly, and again under anomaly mode when it raised."""
     lines = job["source"].splitlines()
-    printed, error, _ = execute(job, anomaly=False)
+    try:
+        printed, error, _ = execute(job, anomaly=False)
+    except TooMuchOutput as exc:
+        return {"too_much_output": str(exc)}
     result = {"outputs": printed, "raised": None, "anomaly": None}
     if error is not None:
         result["raised"] = describe_exception(error, job["file"], lines)
         _, _, caught = execute(job, anomaly=True)
         result["anomaly"] = describe_anomaly(caught, job["file"], lines)
     return result
+
+
+def install_module(name, filename, source):
+    """Make `import name` give this source text, the one the snapshot hashed, not a reread file."""
+    import types
+
+    module = types.ModuleType(name)
+    module.__file__ = filename
+    sys.modules[name] = module
+    exec(compile(source, filename, "exec"), module.__dict__)
 
 
 def environment():
@@ -139,6 +171,9 @@ def main():
 
     sys.path.insert(0, request["repro"])
     import torch
+
+    for name, module in sorted(request.get("modules", {}).items()):
+        install_module(name, module["file"], module["source"])
 
     torch.set_num_threads(1)
     send({"event": "ready", "environment": environment()})

@@ -12,39 +12,13 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
-from . import checker, claims, manifest, svg, versions
+from . import agreement, checker, claims, manifest, svg, versions
 from . import facts as f
 from .errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = ROOT / "templates"
 STATIC = ROOT / "static"
-
-
-def check_fresh(snapshots, repro):
-    """Stop if any snapshot was captured from other repro/ sources than those on disk."""
-    scenarios = manifest.load_manifest(repro)
-    current = manifest.source_hashes(repro, scenarios)
-    for path, snapshot in snapshots:
-        for name, digest in sorted(current.items()):
-            recorded = snapshot.sources.get(name)
-            if recorded is None:
-                raise InputError(
-                    path,
-                    f"field 'sources.{name}' is missing: repro/{name} is newer than this snapshot; run `python build.py` to capture it",
-                )
-            if recorded != digest:
-                raise InputError(
-                    path,
-                    f"field 'sources.{name}' does not match repro/{name}, which changed since the capture; run `python build.py` to capture it again",
-                )
-        gone = sorted(set(snapshot.sources) - set(current))
-        if gone:
-            raise InputError(
-                path,
-                f"field 'sources.{gone[0]}' names a file repro/ no longer runs; run `python build.py` to capture it again",
-            )
-    return scenarios
 
 
 # Token classes left uncoloured: their spans are dropped to keep the page small.
@@ -80,7 +54,7 @@ def pygments_css(html):
 
 def scenario_view(scenario, run):
     """What the page shows for one scenario: code, output, raised line, anomaly."""
-    source = scenario.path.read_text(encoding="utf-8")
+    source = scenario.source
     raised = run.raised
     return {
         "id": scenario.id,
@@ -173,14 +147,15 @@ def faq(snapshot, sentences):
 
 
 def render_page(snapshots, repro):
-    """Render the page from (path, Snapshot) pairs, newest torch last; return the HTML."""
-    scenarios = check_fresh(snapshots, repro)
+    """Render the page from (path, Snapshot) pairs, newest torch last; return the HTML.
+
+    `repro` is the repro folder or a manifest.Repro already read from it.
+    """
+    if not isinstance(repro, manifest.Repro):
+        repro = manifest.load(repro)
+    agreement.check(snapshots, repro)
+    scenarios = repro.scenarios
     path, snapshot = snapshots[-1]
-    missing = [s.id for s in scenarios if s.id not in snapshot.scenarios]
-    if missing:
-        raise InputError(
-            path, f"field 'scenarios.{missing[0]}' is missing; run `python build.py` to capture it"
-        )
     sentences = claims.evaluate(snapshot, path)
     try:
         pictures = charts(snapshot)

@@ -10,10 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError
+from .errors import InputError, OutputError
 
 SCHEMA = 1
 RECAPTURE = "run `python build.py` with torch installed to capture it again"
+NEWER = (
+    "was written by a newer build of this project (schema {found}; this build reads schema "
+    "{schema}); update this checkout, or capture into another folder with --snapshots"
+)
 
 
 @dataclass(frozen=True)
@@ -206,7 +210,10 @@ def parse(text, path):
         raise InputError(path, f"is not valid JSON ({exc.msg}); {RECAPTURE}", exc.lineno) from None
     if not isinstance(data, dict):
         raise InputError(path, f"is not a JSON object; {RECAPTURE}")
-    if data.get("schema") != SCHEMA:
+    found = data.get("schema")
+    if isinstance(found, int) and not isinstance(found, bool) and found > SCHEMA:
+        raise NewerSchema(path, NEWER.format(found=found, schema=SCHEMA))
+    if found != SCHEMA:
         raise InputError(
             path,
             f"field 'schema' is {data.get('schema')!r} but this build reads schema {SCHEMA}; "
@@ -218,6 +225,10 @@ def parse(text, path):
         raise InputError(path, f"{exc}; {RECAPTURE}") from None
 
 
+class NewerSchema(InputError):
+    """A snapshot written by a newer build: never read as ours, never overwritten."""
+
+
 def load(path):
     """Read and validate one snapshot file."""
     try:
@@ -226,7 +237,25 @@ def load(path):
         raise InputError(path, f"no such snapshot; {RECAPTURE}") from None
     except UnicodeDecodeError:
         raise InputError(path, f"is not UTF-8 text; {RECAPTURE}") from None
+    except OSError as exc:
+        raise InputError(path, f"cannot be read ({exc.strerror})") from None
     return parse(text, path)
+
+
+def load_replaceable(path):
+    """Read the snapshot a recapture would replace: (Snapshot or None, notice or None).
+
+    An absent file gives (None, None); a corrupt one (None, a notice saying it will be replaced);
+    one of a newer schema raises NewerSchema, since this build must not overwrite it.
+    """
+    if not Path(path).exists():
+        return None, None
+    try:
+        return load(path), None
+    except NewerSchema:
+        raise
+    except InputError as exc:
+        return None, f"notice: {exc}; replacing it with the fresh capture"
 
 
 def file_name(torch_version):
@@ -234,17 +263,27 @@ def file_name(torch_version):
     return f"torch-{torch_version.split('+')[0]}.json"
 
 
-def load_dir(directory):
-    """Read every snapshot in a folder, oldest torch first."""
+def load_dir(directory, skip=None, allow_empty=False):
+    """Read every snapshot in a folder, oldest torch first; `skip` names one file to leave out."""
     directory = Path(directory)
     if not directory.is_dir():
+        if allow_empty and not directory.exists():
+            return []
         raise InputError(directory, f"no such snapshot folder; {RECAPTURE}")
-    paths = sorted(directory.glob("torch-*.json"))
-    if not paths:
+    paths = [path for path in sorted(directory.glob("torch-*.json")) if path != skip]
+    if not paths and not allow_empty:
         raise InputError(directory, f"holds no torch-*.json snapshot; {RECAPTURE}")
-    snapshots = [(path, load(path)) for path in paths]
-    snapshots.sort(key=lambda item: version_key(item[1].environment.torch))
-    return snapshots
+    snapshots = []
+    for path in paths:
+        snapshot = load(path)
+        if path.name != file_name(snapshot.environment.torch):
+            raise InputError(
+                path,
+                f"field 'environment.torch' is {snapshot.environment.torch!r}, but the file name "
+                f"says otherwise; name it {file_name(snapshot.environment.torch)} or {RECAPTURE}",
+            )
+        snapshots.append((path, snapshot))
+    return sorted(snapshots, key=lambda item: version_key(item[1].environment.torch))
 
 
 def version_key(version):
@@ -256,9 +295,8 @@ def version_key(version):
     return tuple(parts)
 
 
-def write_atomic(path, text):
-    """Write text to path through a temporary file and a rename, so no half file is left."""
-    path = Path(path)
+def _stage(path, text):
+    """Write text to a temporary file beside path, with the usual file mode; return its path."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
@@ -267,46 +305,45 @@ def write_atomic(path, text):
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual mode
-        os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return Path(tmp)
 
 
-def previous_of(snapshot, directory):
-    """The snapshot a fresh capture is compared with: the same torch's, else the newest other.
+def write_all(files):
+    """Write each (path, text) pair, all or none.
 
-    Returns (path, Snapshot) or None. An unreadable file of the same torch counts as absent,
-    since the capture is about to replace it.
+    Every text is first written to a temporary file beside its path; only when all are staged
+    are they renamed into place. If staging or a rename fails, the temporary files are removed
+    and the files already renamed are put back, so every path is left as it was.
     """
-    directory = Path(directory)
-    path = directory / file_name(snapshot.environment.torch)
-    if path.exists():
-        try:
-            return path, load(path)
-        except InputError:
-            return None
-    others = []
-    for other in sorted(directory.glob("torch-*.json")):
-        try:
-            others.append((other, load(other)))
-        except InputError:
-            continue
-    others.sort(key=lambda item: version_key(item[1].environment.torch))
-    return others[-1] if others else None
+    files = [(Path(path), text) for path, text in files]
+    staged, renamed = [], []
+    where = None
+    try:
+        for path, text in files:
+            where = path
+            staged.append((path, _stage(path, text)))
+        backups = {path: (path.read_bytes() if path.is_file() else None) for path, _ in staged}
+        for path, tmp in staged:
+            where = path
+            os.replace(tmp, path)
+            renamed.append(path)
+    except BaseException as exc:
+        for _, tmp in staged:
+            tmp.unlink(missing_ok=True)
+        for path in renamed:
+            if backups[path] is None:
+                path.unlink(missing_ok=True)
+            else:
+                path.write_bytes(backups[path])
+        if isinstance(exc, OSError):
+            reason = exc.strerror or type(exc).__name__
+            raise OutputError(where, f"cannot be written ({reason}); nothing was changed") from None
+        raise
 
 
-def save(snapshot, directory, previous):
-    """Write the snapshot unless `previous` (from previous_of) is the same torch's and equal.
-
-    Returns (path, written).
-    """
-    path = Path(directory) / file_name(snapshot.environment.torch)
-    if (
-        previous is not None
-        and previous[0] == path
-        and previous[1].comparable() == snapshot.comparable()
-    ):
-        return path, False
-    write_atomic(path, dumps(snapshot))
-    return path, True
+def write_atomic(path, text):
+    """Write one file through a temporary file and a rename, so no half file is left."""
+    write_all([(path, text)])

@@ -59,6 +59,25 @@ def doctor(snapshot_data, tmp_path):
     return build
 
 
+@pytest.fixture
+def snapshots_copy(tmp_path, snapshot_data):
+    """A folder holding a copy of the committed snapshot, and its data."""
+    folder = tmp_path / "snapshots"
+    folder.mkdir()
+    path = folder / committed_path().name
+    path.write_text(snap.dumps(snap.parse(json.dumps(snapshot_data), path)), encoding="utf-8")
+    return folder, path
+
+
+def doctor_file(path, snapshot_data, change):
+    """Write a changed copy of the committed snapshot's data to path; return the text written."""
+    data = json.loads(json.dumps(snapshot_data))
+    change(data)
+    text = json.dumps(data)
+    path.write_text(text, encoding="utf-8")
+    return text
+
+
 @pytest.fixture(scope="session")
 def built_page(tmp_path_factory):
     """The page rendered once from the committed snapshots."""

@@ -1,15 +1,12 @@
 """build.py's command line: modes, messages and exit codes, run as a user would."""
 
-import json
 import subprocess
 import sys
-
-import pytest
 
 from backtwice import snapshot as snap
 from backtwice.errors import EXIT_CAPTURE, EXIT_CHECK, EXIT_CLAIM, EXIT_INPUT, EXIT_USAGE
 
-from .conftest import REPRO, ROOT, SNAPSHOTS, committed_path
+from .conftest import REPRO, ROOT, SNAPSHOTS, committed_path, doctor_file
 
 
 def build(*args, cwd=ROOT):
@@ -21,25 +18,6 @@ def build(*args, cwd=ROOT):
         text=True,
         timeout=300,
     )
-
-
-@pytest.fixture
-def snapshots_copy(tmp_path, snapshot_data):
-    """A folder holding a copy of the committed snapshot, and its data."""
-    folder = tmp_path / "snapshots"
-    folder.mkdir()
-    path = folder / committed_path().name
-    path.write_text(snap.dumps(snap.parse(json.dumps(snapshot_data), path)), encoding="utf-8")
-    return folder, path
-
-
-def doctor_file(path, snapshot_data, change):
-    """Write a changed copy of the committed snapshot's data to path; return the text written."""
-    data = json.loads(json.dumps(snapshot_data))
-    change(data)
-    text = json.dumps(data)
-    path.write_text(text, encoding="utf-8")
-    return text
 
 
 def test_help_lists_modes_and_exit_codes():
@@ -121,8 +99,8 @@ def test_unknown_schema_version(tmp_path, snapshots_copy, snapshot_data):
     result = build("--render-only", "--snapshots", folder, "--out", tmp_path)
     assert result.returncode == EXIT_INPUT
     assert result.stderr == (
-        f"error: {path}: field 'schema' is 99 but this build reads schema 1; "
-        "run `python build.py` with torch installed to capture it again\n"
+        f"error: {path}: was written by a newer build of this project (schema 99; this build "
+        "reads schema 1); update this checkout, or capture into another folder with --snapshots\n"
     )
 
 
@@ -230,7 +208,7 @@ def test_hanging_scenario_writes_nothing(tmp_path, snapshots_copy):
 
 def test_committed_snapshot_matches_repro():
     """The committed snapshot was captured from the repro/ sources on disk."""
-    from backtwice.manifest import load_manifest, source_hashes
+    from backtwice import manifest
 
     (path, data), *_ = reversed(snap.load_dir(SNAPSHOTS))
-    assert data.sources == source_hashes(REPRO, load_manifest(REPRO)), path
+    assert data.sources == manifest.load(REPRO).hashes(), path

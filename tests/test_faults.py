@@ -1,0 +1,408 @@
+"""Bad input and faults: one line `file(line): message`, its exit code, and nothing damaged.
+
+Each case runs build.py as a user would and checks the exit code, that stderr is exactly one
+line with no traceback, and that the snapshot and the page are byte-identical afterwards.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from backtwice import capture as capture_module
+from backtwice import manifest
+from backtwice import snapshot as snap
+from backtwice.errors import (
+    EXIT_CAPTURE,
+    EXIT_CLAIM,
+    EXIT_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_OUTPUT,
+    EXIT_TERMINATED,
+    InputError,
+    OutputError,
+)
+
+from .conftest import REPRO, ROOT, committed_path, doctor_file
+from .test_cli import build
+
+OLD_PAGE = "the old page\n"
+
+
+@pytest.fixture
+def site(tmp_path):
+    """An output folder holding a previous page."""
+    out = tmp_path / "site"
+    out.mkdir()
+    (out / "index.html").write_text(OLD_PAGE, encoding="utf-8")
+    return out
+
+
+@pytest.fixture
+def repro_copy(tmp_path):
+    """A copy of repro/ to change."""
+    folder = tmp_path / "repro"
+    shutil.copytree(REPRO, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    return folder
+
+
+def one_line(result, code):
+    """Assert the exit code and a single `error: ...` line on stderr; return the line."""
+    assert result.returncode == code, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    return lines[0]
+
+
+def unchanged(folder, path, before, site):
+    """The snapshot folder holds just the old snapshot, byte for byte, and the page is as it was."""
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in folder.iterdir()) == [path.name]
+    assert (site / "index.html").read_text(encoding="utf-8") == OLD_PAGE
+    assert [p.name for p in site.iterdir()] == ["index.html"]
+
+
+# All or nothing ----------------------------------------------------------------------------
+
+
+def test_a_claim_broken_by_the_capture_writes_nothing_and_names_the_change(
+    repro_copy, snapshots_copy, site
+):
+    folder, path = snapshots_copy
+    before = path.read_bytes()
+    scenario = repro_copy / "c1_backward_twice.py"
+    text = scenario.read_text(encoding="utf-8")
+    raising = text.splitlines().index(
+        "loss.backward()", text.splitlines().index("loss.backward()") + 1
+    )
+    lines = text.splitlines()
+    lines[raising] = 'raise ValueError("not the error")'
+    scenario.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = build("--repro", repro_copy, "--snapshots", folder, "--out", site)
+    line = one_line(result, EXIT_CLAIM)
+    assert line.startswith(
+        "error: repro/c1_backward_twice.py: scenario c1_backward_twice changed since "
+        f"{path.name} (raised RuntimeError at line {raising + 1} -> ValueError at line {raising + 1}"
+    ), line
+    assert line.index("changed since") < line.index("the page would say")
+    assert line.endswith(
+        "fix repro/c1_backward_twice.py, or if torch really behaves so now, rewrite that "
+        "sentence in backtwice/claims.py"
+    )
+    unchanged(folder, path, before, site)
+
+
+def test_out_naming_a_file_writes_nothing(tmp_path, snapshots_copy):
+    folder, path = snapshots_copy
+    before = path.read_bytes()
+    target = tmp_path / "a-file"
+    target.write_text("keep me", encoding="utf-8")
+    result = build("--snapshots", folder, "--out", target)
+    assert one_line(result, EXIT_OUTPUT) == (
+        f"error: {target}: is a file, not a folder; give --out a folder for index.html"
+    )
+    assert target.read_text(encoding="utf-8") == "keep me"
+    assert path.read_bytes() == before
+
+
+def test_out_that_cannot_be_created_writes_nothing(snapshots_copy):
+    folder, path = snapshots_copy
+    before = path.read_bytes()
+    result = build("--render-only", "--snapshots", folder, "--out", "/sys/backtwice-test")
+    line = one_line(result, EXIT_OUTPUT)
+    assert line == (
+        "error: /sys/backtwice-test/index.html: cannot be written (Operation not permitted); "
+        "nothing was changed"
+    )
+    assert path.read_bytes() == before
+
+
+def test_snapshots_folder_that_cannot_be_written_leaves_the_page(tmp_path, site):
+    result = build("--snapshots", "/sys/backtwice-test", "--out", site)
+    line = one_line(result, EXIT_OUTPUT)
+    assert line.startswith("error: /sys/backtwice-test/torch-")
+    assert line.endswith(": cannot be written (Operation not permitted); nothing was changed")
+    assert (site / "index.html").read_text(encoding="utf-8") == OLD_PAGE
+
+
+def test_a_failed_rename_puts_back_what_was_renamed(tmp_path, monkeypatch):
+    first, second = tmp_path / "a.json", tmp_path / "b.html"
+    first.write_text("old a", encoding="utf-8")
+    real_replace = os.replace
+
+    def replace(src, dst):
+        if str(dst) == str(second):
+            raise OSError(28, "No space left on device")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(snap.os, "replace", replace)
+    with pytest.raises(OutputError) as caught:
+        snap.write_all([(first, "new a"), (second, "new b")])
+    assert str(caught.value).endswith(
+        "b.html: cannot be written (No space left on device); nothing was changed"
+    )
+    assert first.read_text(encoding="utf-8") == "old a"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json"]
+
+
+# Snapshots that disagree with repro/ -------------------------------------------------------
+
+
+def _first_loop(data):
+    return sorted(data["loops"])[0]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            lambda d: d["scenarios"].update(extra=d["scenarios"]["c1_backward_twice"]),
+            "field 'scenarios.extra' is not in repro/scenarios.toml",
+        ),
+        (
+            lambda d: d["loops"].update({"9zzz": d["loops"][_first_loop(d)]}),
+            "field 'loops.9zzz' is not in repro/loop.py's all_answers()",
+        ),
+        (
+            lambda d: d["loops"].pop(sorted(k for k in d["loops"] if d["loops"][k]["fix"] != k)[0]),
+            "is missing; repro/loop.py's all_answers() declares it",
+        ),
+        (
+            lambda d: d["scenarios"]["c1_backward_twice"].update(expect="runs"),
+            "field 'scenarios.c1_backward_twice.expect' is 'runs' but repro/scenarios.toml says 'raises'",
+        ),
+    ],
+    ids=["extra-scenario", "extra-loop", "missing-loop", "expect"],
+)
+def test_a_snapshot_that_disagrees_with_repro_is_refused(
+    tmp_path, snapshots_copy, snapshot_data, site, change, message
+):
+    folder, path = snapshots_copy
+    doctor_file(path, snapshot_data, change)
+    before = path.read_bytes()
+    line = one_line(build("--render-only", "--snapshots", folder, "--out", site), EXIT_INPUT)
+    assert line.startswith(f"error: {path}: field '")
+    assert message in line
+    assert line.endswith("run `python build.py` to capture it again")
+    unchanged(folder, path, before, site)
+
+
+def test_a_file_named_for_another_torch_is_refused(tmp_path, snapshot_data, site):
+    folder = tmp_path / "snapshots"
+    folder.mkdir()
+    path = folder / "torch-2.12.0.json"
+    doctor_file(path, snapshot_data, lambda d: d["environment"].update(torch="2.99.0"))
+    line = one_line(build("--render-only", "--snapshots", folder, "--out", site), EXIT_INPUT)
+    assert line == (
+        f"error: {path}: field 'environment.torch' is '2.99.0', but the file name says "
+        "otherwise; name it torch-2.99.0.json or run `python build.py` with torch installed "
+        "to capture it again"
+    )
+
+
+def test_the_manifest_is_part_of_the_stale_check(repro_copy, snapshots_copy, site):
+    folder, path = snapshots_copy
+    before = path.read_bytes()
+    toml = repro_copy / "scenarios.toml"
+    toml.write_text(
+        toml.read_text(encoding="utf-8").replace('expect = "raises"', 'expect = "runs"', 1),
+        encoding="utf-8",
+    )
+    result = build("--render-only", "--repro", repro_copy, "--snapshots", folder, "--out", site)
+    assert one_line(result, EXIT_INPUT) == (
+        f"error: {path}: field 'sources.scenarios.toml' does not match repro/scenarios.toml, "
+        "which changed since the capture; run `python build.py` to capture it again"
+    )
+    unchanged(folder, path, before, site)
+
+
+def test_the_hash_is_of_the_text_that_ran(tmp_path):
+    folder = tmp_path / "repro"
+    folder.mkdir()
+    (folder / "scenarios.toml").write_text('[[scenario]]\nid = "one"\nexpect = "runs"\n')
+    (folder / "one.py").write_text('print("first", 1)\n', encoding="utf-8")
+    repro = manifest.load(folder)
+    (folder / "one.py").write_text('print("second", 2)\n', encoding="utf-8")  # edited mid-capture
+    result = capture_module.capture(repro, say=lambda message: None, today="2026-01-01")
+    assert result.scenarios["one"].outputs[0].text == "first 1"
+    assert result.sources["one.py"] == manifest.sha256('print("first", 1)\n')
+
+
+# The manifest ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        (
+            'id = "a"\nexpect = "runs"\ntimeout = "30"\n',
+            "scenarios.toml(2): scenario 'a': field 'timeout' is '30'; it must be a number",
+        ),
+        (
+            'id = "a"\nexpect = "runs"\ntimeout = -1\n',
+            "scenarios.toml(2): scenario 'a': field 'timeout' is -1; give seconds above 0 and at most 600",
+        ),
+        (
+            'id = "../build"\nexpect = "runs"\n',
+            "scenarios.toml(2): scenario '../build': field 'id' must be a plain file name "
+            "(letters, digits, _ and -), naming repro/<id>.py; rename it",
+        ),
+        (
+            'id = "a"\nexpect = "runs"\ntimout = 3\n',
+            "scenarios.toml(2): scenario 'a': unknown field 'timout'; the fields are id, title, "
+            "expect and timeout",
+        ),
+        (
+            'id = 7\nexpect = "runs"\n',
+            "scenarios.toml: scenario number 1: field 'id' is 7; it must be a string",
+        ),
+    ],
+    ids=["timeout-string", "timeout-negative", "id-path", "unknown-field", "id-number"],
+)
+def test_manifest_errors_are_one_line(tmp_path, entry, message):
+    folder = tmp_path / "repro"
+    folder.mkdir()
+    (folder / "scenarios.toml").write_text("[[scenario]]\n" + entry, encoding="utf-8")
+    (folder / "a.py").write_text("print(1)\n", encoding="utf-8")
+    result = build("--repro", folder, "--snapshots", tmp_path / "snaps", "--out", tmp_path / "out")
+    line = one_line(result, EXIT_INPUT)
+    assert line == f"error: {folder / message}", line
+    assert not (tmp_path / "snaps").exists() and not (tmp_path / "out").exists()
+
+
+def test_manifest_that_is_not_utf8(tmp_path):
+    folder = tmp_path / "repro"
+    folder.mkdir()
+    (folder / "scenarios.toml").write_bytes(b'[[scenario]]\nid = "caf\xe9"\n')
+    with pytest.raises(InputError) as caught:
+        manifest.load(folder)
+    assert str(caught.value).endswith(
+        "scenarios.toml: is not UTF-8 text (byte 22); save it as UTF-8"
+    )
+
+
+# What a scenario may print -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("source", "what"),
+    [
+        ("for i in range(10**6):\n    print('line', i)\n", "more than 65536 bytes in "),
+        ("import torch\nprint(torch.zeros(2048, 2048))\n", "a tensor of 4194304 elements"),
+    ],
+    ids=["many-prints", "big-tensor"],
+)
+def test_a_scenario_that_prints_too_much_is_stopped(tmp_path, snapshots_copy, site, source, what):
+    folder, path = snapshots_copy
+    before = path.read_bytes()
+    repro = tmp_path / "repro"
+    repro.mkdir()
+    (repro / "scenarios.toml").write_text('[[scenario]]\nid = "loud"\nexpect = "runs"\n')
+    (repro / "loud.py").write_text(source, encoding="utf-8")
+    started = time.monotonic()
+    result = build("--repro", repro, "--snapshots", folder, "--out", site)
+    line = one_line(result, EXIT_CAPTURE)
+    assert line.startswith(f"error: {repro / 'loud.py'}: scenario 'loud' printed too much: {what}")
+    assert line.endswith("the page shows every printed line, so print less; nothing was written")
+    assert time.monotonic() - started < 60
+    unchanged(folder, path, before, site)
+
+
+# Signals -----------------------------------------------------------------------------------
+
+
+HANGS = """\
+import os, time
+with open({pidfile!r}, "w") as handle:
+    handle.write(str(os.getpid()))
+time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize(
+    ("signum", "code", "how"),
+    [
+        (signal.SIGINT, EXIT_INTERRUPTED, "interrupted"),
+        (signal.SIGTERM, EXIT_TERMINATED, "terminated"),
+    ],
+    ids=["ctrl-c", "sigterm"],
+)
+def test_a_signal_stops_the_child_and_writes_nothing(
+    tmp_path, snapshots_copy, site, signum, code, how
+):
+    folder, path = snapshots_copy
+    before = path.read_bytes()
+    pidfile = tmp_path / "child.pid"
+    repro = tmp_path / "repro"
+    repro.mkdir()
+    (repro / "scenarios.toml").write_text('[[scenario]]\nid = "hangs"\nexpect = "runs"\n')
+    (repro / "hangs.py").write_text(HANGS.format(pidfile=str(pidfile)), encoding="utf-8")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "build.py"),
+            "--repro",
+            repro,
+            "--snapshots",
+            folder,
+            "--out",
+            site,
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not (pidfile.exists() and pidfile.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    child = int(pidfile.read_text())
+    proc.send_signal(signum)
+    stdout, stderr = proc.communicate(timeout=60)
+    result = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    assert one_line(result, code) == (
+        f"error: {how}; the capture was stopped and nothing was written"
+    )
+    for _ in range(50):
+        if not os.path.exists(f"/proc/{child}"):
+            break
+        time.sleep(0.1)
+    assert not os.path.exists(f"/proc/{child}"), "the harness child outlived the build"
+    unchanged(folder, path, before, site)
+
+
+# Snapshots a recapture would replace -------------------------------------------------------
+
+
+def test_a_newer_schema_is_never_overwritten(snapshots_copy, snapshot_data, site):
+    folder, path = snapshots_copy
+    doctor_file(path, snapshot_data, lambda d: d.update(schema=999))
+    before = path.read_bytes()
+    line = one_line(build("--snapshots", folder, "--out", site), EXIT_INPUT)
+    assert line == (
+        f"error: {path}: was written by a newer build of this project (schema 999; this build "
+        f"reads schema {snap.SCHEMA}); update this checkout, or capture into another folder "
+        "with --snapshots"
+    )
+    unchanged(folder, path, before, site)
+
+
+def test_a_corrupt_snapshot_is_replaced_with_a_notice(snapshots_copy, site):
+    folder, path = snapshots_copy
+    path.write_text("{not json", encoding="utf-8")
+    result = build("--snapshots", folder, "--out", site)
+    assert result.returncode == 0, result.stderr
+    notice = [line for line in result.stdout.splitlines() if line.startswith("notice: ")]
+    assert notice == [
+        f"notice: {path}(1): is not valid JSON (Expecting property name enclosed in double "
+        "quotes); run `python build.py` with torch installed to capture it again; replacing it "
+        "with the fresh capture"
+    ]
+    assert snap.load(path).comparable() == snap.load(committed_path()).comparable()
+    assert json.loads(path.read_text(encoding="utf-8"))["schema"] == snap.SCHEMA
