@@ -266,8 +266,10 @@ def file_name(torch_version):
 def load_dir(directory, skip=None, allow_empty=False):
     """Read every snapshot in a folder, oldest torch first; `skip` names one file to leave out."""
     directory = Path(directory)
+    if directory.exists() and not directory.is_dir():
+        raise InputError(directory, "is a file, not a folder; give --snapshots a folder")
     if not directory.is_dir():
-        if allow_empty and not directory.exists():
+        if allow_empty:
             return []
         raise InputError(directory, f"no such snapshot folder; {RECAPTURE}")
     paths = [path for path in sorted(directory.glob("torch-*.json")) if path != skip]

@@ -406,3 +406,14 @@ def test_a_corrupt_snapshot_is_replaced_with_a_notice(snapshots_copy, site):
     ]
     assert snap.load(path).comparable() == snap.load(committed_path()).comparable()
     assert json.loads(path.read_text(encoding="utf-8"))["schema"] == snap.SCHEMA
+
+
+def test_snapshots_naming_a_file(tmp_path, site):
+    target = tmp_path / "a-file"
+    target.write_text("keep me", encoding="utf-8")
+    result = build("--render-only", "--snapshots", target, "--out", site)
+    assert one_line(result, EXIT_INPUT) == (
+        f"error: {target}: is a file, not a folder; give --snapshots a folder"
+    )
+    assert target.read_text(encoding="utf-8") == "keep me"
+    assert (site / "index.html").read_text(encoding="utf-8") == OLD_PAGE
