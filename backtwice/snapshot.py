@@ -12,7 +12,7 @@ from typing import Any
 
 from .errors import InputError
 
-SCHEMA = 1
+SCHEMA = 2
 RECAPTURE = "run `python build.py` with torch installed to capture it again"
 
 
@@ -21,7 +21,9 @@ class Environment:
     """Where the capture ran."""
 
     torch: str
-    """torch.__version__ of the capturing interpreter."""
+    """torch's public version, e.g. '2.8.0': torch.__version__ without its build tag."""
+    build: str
+    """torch's build tag, e.g. 'cu128' or 'cpu' ('' for none); not compared between captures."""
     python: str
     """Python version of the capturing interpreter."""
     platform: str
@@ -144,9 +146,14 @@ class Snapshot:
     """Each checker loop's run, by key (see repro/loop.py Answers.key)."""
 
     def comparable(self):
-        """Return the snapshot as JSON data without what may vary between equal captures."""
+        """Return the snapshot as JSON data without what may vary between equal captures.
+
+        The date, and the build tag: a CUDA wheel and a CPU wheel of one torch version run these
+        CPU scenarios alike, and which one a machine can install is not the reader's business.
+        """
         data = to_data(self)
         del data["environment"]["captured"]
+        del data["environment"]["build"]
         return data
 
 
@@ -230,7 +237,7 @@ def load(path):
 
 
 def file_name(torch_version):
-    """Name the snapshot of a torch version: torch-2.13.0.json for '2.13.0+cpu'."""
+    """Name the snapshot of a torch version: torch-2.13.0.json for '2.13.0' (or '2.13.0+cpu')."""
     return f"torch-{torch_version.split('+')[0]}.json"
 
 

@@ -121,7 +121,7 @@ def test_unknown_schema_version(tmp_path, snapshots_copy, snapshot_data):
     result = build("--render-only", "--snapshots", folder, "--out", tmp_path)
     assert result.returncode == EXIT_INPUT
     assert result.stderr == (
-        f"error: {path}: field 'schema' is 99 but this build reads schema 1; "
+        f"error: {path}: field 'schema' is 99 but this build reads schema {snap.SCHEMA}; "
         "run `python build.py` with torch installed to capture it again\n"
     )
 
