@@ -3,6 +3,7 @@
 import argparse
 import difflib
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 from . import drift
 from . import snapshot as snap
 from .errors import EXIT_CODES, EXIT_OK, BuildError, CheckError
+from .recapture import DEFAULT_ENVS, recapture
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,6 +33,13 @@ def parse_args(argv):
         "--check",
         action="store_true",
         help="capture, compare with the committed snapshot, print a diff; writes nothing",
+    )
+    mode.add_argument(
+        "--recapture",
+        nargs="*",
+        metavar="X.Y.Z",
+        help="make or reuse a virtual environment per kept torch version (snapshots/, the "
+        "capture pin, and any named here), capture each, then render; says first what it installs",
     )
     parser.add_argument(
         "--snapshots",
@@ -54,8 +63,26 @@ def parse_args(argv):
         metavar="PATH",
         help="capture with this interpreter (for example a venv with another torch)",
     )
+    parser.add_argument(
+        "--envs",
+        type=Path,
+        default=DEFAULT_ENVS,
+        metavar="DIR",
+        help=f"with --recapture: folder of the environments (default: {DEFAULT_ENVS})",
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="with --recapture: print the plan, do nothing"
+    )
     parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.recapture is not None and args.python:
+        parser.error("--recapture chooses an interpreter per version; drop --python")
+    for version in args.recapture or ():
+        if not re.fullmatch(r"\d+\.\d+\.\d+", version):
+            parser.error(f"--recapture: {version!r} is not a torch version like 2.9.1")
+    if args.dry_run and args.recapture is None:
+        parser.error("--dry-run goes with --recapture")
+    return args
 
 
 def json_diff(old, new, old_name, new_name):
@@ -117,6 +144,17 @@ def main(argv=None):
     try:
         if args.check:
             check(args, say)
+        elif args.recapture is not None:
+            recapture(
+                args.recapture,
+                args.snapshots,
+                args.repro,
+                args.out,
+                args.envs,
+                ROOT / "pyproject.toml",
+                say,
+                args.dry_run,
+            )
         else:
             build(args, say)
     except BuildError as exc:

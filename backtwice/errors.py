@@ -9,6 +9,7 @@ EXIT_INPUT = 3  # a snapshot or manifest is missing, corrupt, of an unknown sche
 EXIT_CAPTURE = 4  # a scenario hung, crashed, or did not raise / run as declared
 EXIT_CHECK = 5  # --check found a difference between a fresh capture and the committed snapshot
 EXIT_CLAIM = 6  # a sentence on the page no longer holds for the snapshot
+EXIT_INSTALL = 7  # --recapture could not make a capture environment
 
 EXIT_CODES = {
     EXIT_OK: "success",
@@ -17,6 +18,7 @@ EXIT_CODES = {
     EXIT_CAPTURE: "a scenario hung, crashed, or did not behave as repro/scenarios.toml declares",
     EXIT_CHECK: "--check: the fresh capture differs from the committed snapshot",
     EXIT_CLAIM: "a claim on the page is false for the snapshot",
+    EXIT_INSTALL: "--recapture could not make a capture environment",
 }
 
 
@@ -63,3 +65,9 @@ class ClaimError(BuildError):
     """A sentence on the page is false for the snapshot it is rendered from."""
 
     exit_code = EXIT_CLAIM
+
+
+class InstallError(BuildError):
+    """A capture environment could not be made: no space, or venv or pip failed."""
+
+    exit_code = EXIT_INSTALL

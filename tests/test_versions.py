@@ -15,7 +15,7 @@ from backtwice import snapshot as snap
 from backtwice.errors import EXIT_CAPTURE, EXIT_INPUT
 from backtwice.render import render_page
 
-from .conftest import REPRO
+from .conftest import REPRO, SNAPSHOTS, build_from
 from .test_cli import build
 
 OLD_WORDING = (
@@ -96,8 +96,20 @@ def test_matrix_shows_each_version_and_the_changed_text(two_versions):
     assert rows["c2_detach"] == "<td>runs</td><td>runs</td>"
 
 
-def test_one_snapshot_has_no_matrix(built_html):
-    assert 'class="matrix"' not in built_html and 'id="versions"' not in built_html
+def test_one_snapshot_has_no_matrix(tmp_path, snapshot_data):
+    html = build_from(snapshot_data, tmp_path)
+    assert 'class="matrix"' not in html and 'id="versions"' not in html
+
+
+def test_committed_page_covers_every_committed_version(built_html):
+    names = sorted(path.name for path in SNAPSHOTS.glob("torch-*.json"))
+    versions = [name.removeprefix("torch-").removesuffix(".json") for name in names]
+    versions.sort(key=lambda v: tuple(map(int, v.split("."))))
+    matrix = re.search(r'<table class="matrix">.*?</table>', built_html, re.S).group(0)
+    assert re.findall(r'<th scope="col">torch ([^<]+)</th>', matrix) == versions
+    assert re.search(
+        r"<title>[^<]*run on torch " + re.escape(versions[-1]) + "</title>", built_html
+    )
 
 
 def test_page_text_comes_from_the_newest_version(two_versions):
