@@ -115,14 +115,15 @@ def differences(snapshots):
 
 
 def _join(words):
-    words = list(words)
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+    """'a', 'a and b', 'a, b and c', as Markup (plain words are escaped)."""
+    words = [escape(word) for word in words]
+    return words[0] if len(words) == 1 else Markup(", ").join(words[:-1]) + " and " + words[-1]
 
 
 def _changed(aspect, items):
     shown = [Markup("<code>{}</code> (torch {})").format(n, _join(v)) for n, v in items[:3]]
     more = [Markup("{} more").format(len(items) - 3)] if len(items) > 3 else []
-    return Markup("the {} of {}").format(aspect, Markup(_join(shown + more)))
+    return Markup("the {} of {}").format(aspect, _join(shown + more))
 
 
 def summary(snapshots):
@@ -145,5 +146,5 @@ def summary(snapshots):
     return (
         start
         + same
-        + Markup("; what differs from torch {}: {}.").format(versions[-1], Markup(_join(changed)))
+        + Markup("; what differs from torch {}: {}.").format(versions[-1], _join(changed))
     )
