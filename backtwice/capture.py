@@ -318,6 +318,12 @@ def capture(repro, python=None, say=print, today=None):
                 )
     today = today or datetime.datetime.now(datetime.UTC).date().isoformat()
     environment = Environment(
-        env["torch"], env["python"], env["platform"], env["device"], env["cuda"], today
+        env["torch"],
+        env["build"],
+        env["python"],
+        env["platform"],
+        env["device"],
+        env["cuda"],
+        today,
     )
     return Snapshot(SCHEMA, environment, repro.hashes(), runs, loops)

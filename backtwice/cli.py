@@ -3,9 +3,9 @@
 import argparse
 import difflib
 import json
+import re
 import signal
 import sys
-import time
 from pathlib import Path
 
 from . import drift, manifest
@@ -15,13 +15,13 @@ from .errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_TERMINATED,
-    REWRITE,
     BuildError,
     CheckError,
-    ClaimError,
     OutputError,
     Stopped,
 )
+from .publish import publish
+from .recapture import DEFAULT_ENVS, recapture
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,6 +43,13 @@ def parse_args(argv):
         "--check",
         action="store_true",
         help="capture, compare with the committed snapshot, print a diff; writes nothing",
+    )
+    mode.add_argument(
+        "--recapture",
+        nargs="*",
+        metavar="X.Y.Z",
+        help="make or reuse a virtual environment per kept torch version (snapshots/, the "
+        "capture pin, and any named here), capture each, then render; says first what it installs",
     )
     parser.add_argument(
         "--snapshots",
@@ -66,8 +73,26 @@ def parse_args(argv):
         metavar="PATH",
         help="capture with this interpreter (for example a venv with another torch)",
     )
+    parser.add_argument(
+        "--envs",
+        type=Path,
+        default=DEFAULT_ENVS,
+        metavar="DIR",
+        help=f"with --recapture: folder of the environments (default: {DEFAULT_ENVS})",
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="with --recapture: print the plan, do nothing"
+    )
     parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.recapture is not None and args.python:
+        parser.error("--recapture chooses an interpreter per version; drop --python")
+    for version in args.recapture or ():
+        if not re.fullmatch(r"\d+\.\d+\.\d+", version):
+            parser.error(f"--recapture: {version!r} is not a torch version like 2.9.1")
+    if args.dry_run and args.recapture is None:
+        parser.error("--dry-run goes with --recapture")
+    return args
 
 
 def json_diff(old, new, old_name, new_name):
@@ -113,75 +138,18 @@ def check_out(out):
             return
 
 
-def explain(error, previous, fresh):
-    """Name the capture change behind a claim that no longer holds first, then the sentence."""
-    changes = drift.changes(previous[1], fresh) if previous is not None else []
-    if not changes:
-        return error
-    # A change line reads "scenario <id>: ..." or "loop <key>: ..."; prefer one the check names.
-    named = [line for line in changes if f"'{line.split(':')[0].split()[-1]}'" in error.reason]
-    change = (named or changes)[0]
-    (kind, ident), what = change.split(":")[0].split(), change.split(": ", 1)[1]
-    file = Path("repro") / (f"{ident}.py" if kind == "scenario" else manifest.LOOP_BUILDER)
-    return ClaimError(
-        file,
-        f"{kind} {ident} changed since {previous[0].name} ({what}), so {error.check}",
-        error.reason,
-        error.sentence,
-        f"fix {file}, or if torch really behaves so now, {REWRITE}",
-    )
-
-
-def capture_into(args, repro, say):
-    """Capture, and return (snapshots to render, the snapshot file to write or None, previous).
-
-    Nothing is written here: a newer-schema snapshot stops the build, a corrupt one of the same
-    torch is replaced (with a notice), and an unchanged capture keeps the file and its date.
-    """
+def build(args, say):
+    """Capture unless --render-only, then render; write the snapshot and the page, or neither."""
+    check_out(args.out)
+    repro = manifest.load(args.repro)
+    if args.render_only:
+        publish(snap.load_dir(args.snapshots), [], repro, args.out, say)
+        return
     from .capture import capture
 
     fresh = capture(repro, args.python, say)
-    path = args.snapshots / snap.file_name(fresh.environment.torch)
-    current, notice = snap.load_replaceable(path)
-    if notice:
-        say(notice)
-    others = snap.load_dir(args.snapshots, skip=path, allow_empty=True)
-    unchanged = current is not None and current.comparable() == fresh.comparable()
-    chosen = current if unchanged else fresh
-    snapshots = sorted(
-        [*others, (path, chosen)], key=lambda item: snap.version_key(item[1].environment.torch)
-    )
-    previous = (path, current) if current is not None else (others[-1] if others else None)
-    return snapshots, (None if unchanged else path), previous, fresh
-
-
-def build(args, say):
-    """Capture unless --render-only, then render; write the snapshot and the page, or neither."""
-    from .render import render_page
-
-    check_out(args.out)
-    repro = manifest.load(args.repro)
-    writes, path, previous = [], None, None
-    if args.render_only:
-        snapshots = snap.load_dir(args.snapshots)
-    else:
-        snapshots, path, previous, fresh = capture_into(args, repro, say)
-    started = time.perf_counter()
-    try:
-        html = render_page(snapshots, repro)
-    except ClaimError as error:
-        raise (error if args.render_only else explain(error, previous, fresh)) from None
-    if path is not None:
-        writes.append((path, snap.dumps(fresh)))
-    out = args.out / "index.html"
-    snap.write_all([*writes, (out, html)])
-    if not args.render_only:
-        target = snapshots[-1][0] if path is None else path
-        say(f"wrote {path}" if path is not None else f"unchanged: {target}")
-        if path is not None and previous is not None:
-            say(drift.report(previous[1], fresh, previous[0].name, path.name).rstrip("\n"))
-    size = len(html.encode("utf-8"))
-    say(f"wrote {out} ({size:,} bytes) in {time.perf_counter() - started:.2f} s")
+    snapshots, placed = snap.combine([fresh], args.snapshots, say)
+    publish(snapshots, placed, repro, args.out, say)
 
 
 def _terminated(signum, frame):
@@ -196,6 +164,17 @@ def main(argv=None):
     try:
         if args.check:
             check(args, say)
+        elif args.recapture is not None:
+            recapture(
+                args.recapture,
+                args.snapshots,
+                args.repro,
+                args.out,
+                args.envs,
+                ROOT / "pyproject.toml",
+                say,
+                args.dry_run,
+            )
         else:
             build(args, say)
     except BuildError as exc:

@@ -10,6 +10,7 @@ EXIT_CAPTURE = 4  # a scenario hung, crashed, or did not raise / run as declared
 EXIT_CHECK = 5  # --check found a difference between a fresh capture and the committed snapshot
 EXIT_CLAIM = 6  # a sentence on the page no longer holds for the snapshot
 EXIT_OUTPUT = 7  # the snapshot or the page could not be written (permissions, disk full, a file)
+EXIT_INSTALL = 8  # --recapture could not make a capture environment
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT): 128 + 2, as shells report it
 EXIT_TERMINATED = 143  # SIGTERM: 128 + 15
 
@@ -21,6 +22,7 @@ EXIT_CODES = {
     EXIT_CHECK: "--check: the fresh capture differs from the committed snapshot",
     EXIT_CLAIM: "a claim on the page is false for the snapshot",
     EXIT_OUTPUT: "the snapshot or the page could not be written; nothing was changed",
+    EXIT_INSTALL: "--recapture could not make a capture environment",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C); the capture was stopped and nothing was written",
     EXIT_TERMINATED: "terminated (SIGTERM); the capture was stopped and nothing was written",
 }
@@ -96,3 +98,9 @@ class Stopped(BaseException):
         super().__init__(how)
         self.exit_code = exit_code
         self.how = how
+
+
+class InstallError(BuildError):
+    """A capture environment could not be made: no space, or venv or pip failed."""
+
+    exit_code = EXIT_INSTALL

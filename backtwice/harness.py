@@ -149,8 +149,11 @@ def environment():
     import torch
 
     cuda = torch.cuda.is_available()
+    # '2.8.0+cu128': the public version is what readers install; the build tag says which wheel.
+    public, _, build = torch.__version__.partition("+")
     return {
-        "torch": torch.__version__,
+        "torch": public,
+        "build": build,
         "python": platform.python_version(),
         "platform": platform.system() + " " + platform.machine(),
         "device": torch.cuda.get_device_name(0) if cuda else "cpu",

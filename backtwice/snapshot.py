@@ -12,7 +12,7 @@ from typing import Any
 
 from .errors import InputError, OutputError
 
-SCHEMA = 1
+SCHEMA = 2
 RECAPTURE = "run `python build.py` with torch installed to capture it again"
 NEWER = (
     "was written by a newer build of this project (schema {found}; this build reads schema "
@@ -25,7 +25,9 @@ class Environment:
     """Where the capture ran."""
 
     torch: str
-    """torch.__version__ of the capturing interpreter."""
+    """torch's public version, e.g. '2.8.0': torch.__version__ without its build tag."""
+    build: str
+    """torch's build tag, e.g. 'cu128' or 'cpu' ('' for none); not compared between captures."""
     python: str
     """Python version of the capturing interpreter."""
     platform: str
@@ -148,9 +150,14 @@ class Snapshot:
     """Each checker loop's run, by key (see repro/loop.py Answers.key)."""
 
     def comparable(self):
-        """Return the snapshot as JSON data without what may vary between equal captures."""
+        """Return the snapshot as JSON data without what may vary between equal captures.
+
+        The date, and the build tag: a CUDA wheel and a CPU wheel of one torch version run these
+        CPU scenarios alike, and which one a machine can install is not the reader's business.
+        """
         data = to_data(self)
         del data["environment"]["captured"]
+        del data["environment"]["build"]
         return data
 
 
@@ -259,12 +266,12 @@ def load_replaceable(path):
 
 
 def file_name(torch_version):
-    """Name the snapshot of a torch version: torch-2.13.0.json for '2.13.0+cpu'."""
+    """Name the snapshot of a torch version: torch-2.13.0.json for '2.13.0' (or '2.13.0+cpu')."""
     return f"torch-{torch_version.split('+')[0]}.json"
 
 
-def load_dir(directory, skip=None, allow_empty=False):
-    """Read every snapshot in a folder, oldest torch first; `skip` names one file to leave out."""
+def load_dir(directory, skip=(), allow_empty=False):
+    """Read every snapshot in a folder, oldest torch first; `skip` names files to leave out."""
     directory = Path(directory)
     if directory.exists() and not directory.is_dir():
         raise InputError(directory, "is a file, not a folder; give --snapshots a folder")
@@ -272,7 +279,7 @@ def load_dir(directory, skip=None, allow_empty=False):
         if allow_empty:
             return []
         raise InputError(directory, f"no such snapshot folder; {RECAPTURE}")
-    paths = [path for path in sorted(directory.glob("torch-*.json")) if path != skip]
+    paths = [path for path in sorted(directory.glob("torch-*.json")) if path not in skip]
     if not paths and not allow_empty:
         raise InputError(directory, f"holds no torch-*.json snapshot; {RECAPTURE}")
     snapshots = []
@@ -285,7 +292,7 @@ def load_dir(directory, skip=None, allow_empty=False):
                 f"says otherwise; name it {file_name(snapshot.environment.torch)} or {RECAPTURE}",
             )
         snapshots.append((path, snapshot))
-    return sorted(snapshots, key=lambda item: version_key(item[1].environment.torch))
+    return by_version(snapshots)
 
 
 def version_key(version):
@@ -295,6 +302,47 @@ def version_key(version):
         digits = "".join(ch for ch in part if ch.isdigit())
         parts.append(int(digits) if digits else 0)
     return tuple(parts)
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A fresh capture put among a folder's snapshots, before anything is written."""
+
+    path: Path
+    """The file it belongs in: DIR/torch-X.Y.Z.json."""
+    fresh: Snapshot
+    """The capture."""
+    previous: tuple[Path, Snapshot] | None
+    """What it is compared with: the file it replaces, else the newest other snapshot."""
+    written: bool
+    """False when the file holds an equal capture, which is kept as it is, date included."""
+
+
+def by_version(snapshots):
+    """Sort (path, Snapshot) pairs oldest torch first."""
+    return sorted(snapshots, key=lambda item: version_key(item[1].environment.torch))
+
+
+def combine(captures, directory, say):
+    """Put fresh captures among the folder's snapshots, in memory; write nothing.
+
+    Returns (the (path, Snapshot) pairs to render, one Placed per capture). A file a capture
+    would replace that has a newer schema stops it (NewerSchema); a corrupt one is replaced, with
+    a notice; one that holds an equal capture is kept, so its date stays.
+    """
+    directory = Path(directory)
+    placed, chosen = [], []
+    paths = [directory / file_name(capture.environment.torch) for capture in captures]
+    others = load_dir(directory, skip=paths, allow_empty=True)
+    for path, fresh in zip(paths, captures, strict=True):
+        current, notice = load_replaceable(path)
+        if notice:
+            say(notice)
+        same = current is not None and current.comparable() == fresh.comparable()
+        previous = (path, current) if current is not None else (others[-1] if others else None)
+        placed.append(Placed(path, fresh, previous, not same))
+        chosen.append((path, current if same else fresh))
+    return by_version([*others, *chosen]), placed
 
 
 def _stage(path, text):

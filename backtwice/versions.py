@@ -73,4 +73,78 @@ def matrix(snapshots):
                 cell["diff"] = word_diff(run.raised.message, latest.raised.message)
             cells.append(cell)
         rows.append({"id": ident, "cells": cells})
-    return {"versions": versions, "rows": rows}
+    return {"versions": versions, "rows": rows, "summary": summary(snapshots)}
+
+
+def _figures(run):
+    if hasattr(run, "outputs"):
+        return tuple(o.text for o in run.outputs)
+    return run.steps
+
+
+# What is compared across versions, for scenarios and loops alike: a name for the sentence and
+# the part of a run that must be equal.
+ASPECTS = (
+    ("verdict (raises or runs)", outcome),
+    ("exception message", lambda run: run.raised and (run.raised.type, run.raised.message)),
+    ("raising line", lambda run: run.raised and run.raised.line),
+    (
+        "anomaly-mode report",
+        lambda run: run.anomaly and (run.anomaly.node, run.anomaly.line),
+    ),
+    ("printed figures", _figures),
+)
+
+
+def differences(snapshots):
+    """For each aspect: [(name, versions on which it differs from the newest)], in order."""
+    newest = snapshots[-1][1]
+    found = {aspect: [] for aspect, _ in ASPECTS}
+    for kind, runs_of in (("", lambda s: s.scenarios), ("loop ", lambda s: s.loops)):
+        for ident in sorted(runs_of(newest)):
+            latest = runs_of(newest)[ident]
+            for aspect, part in ASPECTS:
+                other = [
+                    snap.environment.torch
+                    for _, snap in snapshots[:-1]
+                    if ident not in runs_of(snap) or part(runs_of(snap)[ident]) != part(latest)
+                ]
+                if other:
+                    found[aspect].append((kind + ident, other))
+    return found
+
+
+def _join(words):
+    """'a', 'a and b', 'a, b and c', as Markup (plain words are escaped)."""
+    words = [escape(word) for word in words]
+    return words[0] if len(words) == 1 else Markup(", ").join(words[:-1]) + " and " + words[-1]
+
+
+def _changed(aspect, items):
+    shown = [Markup("<code>{}</code> (torch {})").format(n, _join(v)) for n, v in items[:3]]
+    more = [Markup("{} more").format(len(items) - 3)] if len(items) > 3 else []
+    return Markup("the {} of {}").format(aspect, _join(shown + more))
+
+
+def summary(snapshots):
+    """One sentence, from the data alone: what held on every version and what changed."""
+    newest = snapshots[-1][1]
+    versions = [s.environment.torch for _, s in snapshots]
+    found = differences(snapshots)
+    held = [aspect for aspect, items in found.items() if not items]
+    changed = [_changed(aspect, items) for aspect, items in found.items() if items]
+    start = Markup(
+        "On all {} versions captured (torch {}), the {} scenarios and {} checker loops "
+    ).format(len(versions), _join(versions), len(newest.scenarios), len(newest.loops))
+    same = (
+        Markup("had the same {}").format(_join(held))
+        if held
+        else Markup("had none of the compared parts in common")
+    )
+    if not changed:
+        return start + same + Markup(": nothing changed.")
+    return (
+        start
+        + same
+        + Markup("; what differs from torch {}: {}.").format(versions[-1], _join(changed))
+    )

@@ -1,6 +1,7 @@
 """Shared fixtures: the repo's paths, a page built once, doctored snapshots, the browser."""
 
 import copy
+import importlib.metadata
 import json
 import os
 import shutil
@@ -25,8 +26,13 @@ CHROMIUM_FLAGS = [
 
 
 def committed_path():
-    """The committed snapshot the page is built from (the newest torch)."""
-    return snap.load_dir(SNAPSHOTS)[-1][0]
+    """The committed snapshot a capture here is compared with: that of the installed torch (the
+    capture pin), or the newest when torch is not installed."""
+    try:
+        path = SNAPSHOTS / snap.file_name(importlib.metadata.version("torch"))
+    except importlib.metadata.PackageNotFoundError:
+        path = None
+    return path if path and path.exists() else snap.load_dir(SNAPSHOTS)[-1][0]
 
 
 @pytest.fixture(scope="session")

@@ -100,7 +100,7 @@ def test_unknown_schema_version(tmp_path, snapshots_copy, snapshot_data):
     assert result.returncode == EXIT_INPUT
     assert result.stderr == (
         f"error: {path}: was written by a newer build of this project (schema 99; this build "
-        "reads schema 1); update this checkout, or capture into another folder with --snapshots\n"
+        f"reads schema {snap.SCHEMA}); update this checkout, or capture into another folder with --snapshots\n"
     )
 
 

@@ -1,6 +1,7 @@
 """Several torch versions: --python, the version matrix, word diffs and the drift report."""
 
 import copy
+import importlib.metadata
 import json
 import re
 import site
@@ -10,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from backtwice import drift
+from backtwice import drift, recapture, versions
 from backtwice import snapshot as snap
-from backtwice.errors import EXIT_CAPTURE, EXIT_INPUT
+from backtwice.errors import EXIT_CAPTURE, EXIT_INPUT, EXIT_USAGE, InputError, InstallError
 from backtwice.render import render_page
 
-from .conftest import REPRO
+from .conftest import REPRO, ROOT, SNAPSHOTS, build_from
 from .test_cli import build
 
 OLD_WORDING = (
@@ -96,8 +97,20 @@ def test_matrix_shows_each_version_and_the_changed_text(two_versions):
     assert rows["c2_detach"] == "<td>runs</td><td>runs</td>"
 
 
-def test_one_snapshot_has_no_matrix(built_html):
-    assert 'class="matrix"' not in built_html and 'id="versions"' not in built_html
+def test_one_snapshot_has_no_matrix(tmp_path, snapshot_data):
+    html = build_from(snapshot_data, tmp_path)
+    assert 'class="matrix"' not in html and 'id="versions"' not in html
+
+
+def test_committed_page_covers_every_committed_version(built_html):
+    names = sorted(path.name for path in SNAPSHOTS.glob("torch-*.json"))
+    versions = [name.removeprefix("torch-").removesuffix(".json") for name in names]
+    versions.sort(key=lambda v: tuple(map(int, v.split("."))))
+    matrix = re.search(r'<table class="matrix">.*?</table>', built_html, re.S).group(0)
+    assert re.findall(r'<th scope="col">torch ([^<]+)</th>', matrix) == versions
+    assert re.search(
+        r"<title>[^<]*run on torch " + re.escape(versions[-1]) + "</title>", built_html
+    )
 
 
 def test_page_text_comes_from_the_newest_version(two_versions):
@@ -198,3 +211,323 @@ def test_new_torch_capture_prints_drift_against_the_newest_other(tmp_path, snaps
         "  scenario grad_twice",
     ]
     assert 'class="matrix"' in (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+
+
+def test_summary_names_what_held_and_what_changed(two_versions, snapshot_data):
+    snapshots = snap.load_dir(two_versions)
+    newest = snapshots[-1][1].environment.torch
+    scenarios, loops = len(snapshot_data["scenarios"]), len(snapshot_data["loops"])
+    assert versions.summary(snapshots) == (
+        f"On all 2 versions captured (torch 2.9.1 and {newest}), the {scenarios} scenarios and "
+        f"{loops} checker loops had the same verdict (raises or runs), raising line and "
+        f"anomaly-mode report; what differs from torch {newest}: the exception message of "
+        "<code>grad_twice</code> (torch 2.9.1) and the printed figures of <code>c3_summed</code> "
+        "(torch 2.9.1)."
+    )
+    html = render_page(snapshots, REPRO)
+    assert f'<p id="versions-summary">{versions.summary(snapshots)}</p>' in html
+
+
+def test_summary_lists_three_then_counts(tmp_path, snapshot_data):
+    old = copy.deepcopy(snapshot_data)
+    old["environment"]["torch"] = "2.0.1"
+    loops = sorted(key for key, run in old["loops"].items() if run["raised"])
+    for key in loops:
+        old["loops"][key]["raised"]["line"] += 1
+    folder = tmp_path / "snapshots"
+    folder.mkdir()
+    for data in (old, snapshot_data):
+        (folder / snap.file_name(data["environment"]["torch"])).write_text(json.dumps(data))
+    sentence = versions.summary(snap.load_dir(folder))
+    shown = ", ".join(f"<code>loop {key}</code> (torch 2.0.1)" for key in loops[:3])
+    assert (
+        f"what differs from torch {snapshot_data['environment']['torch']}: the raising line of {shown} and {len(loops) - 3} more."
+        in sentence
+    )
+    assert (
+        "had the same verdict (raises or runs), exception message, anomaly-mode report and printed figures;"
+        in sentence
+    )
+
+
+def test_committed_summary_agrees_with_the_snapshots(built_html):
+    snapshots = snap.load_dir(SNAPSHOTS)
+    compared = []
+    for _, s in snapshots:
+        data = s.comparable()
+        del data["environment"]
+        compared.append(data)
+    sentence = re.search(r'<p id="versions-summary">(.*?)</p>', built_html).group(1)
+    all_same = all(data == compared[-1] for data in compared)
+    assert sentence.endswith(": nothing changed.") == all_same
+    assert ("what differs from torch" in sentence) == (not all_same)
+
+
+# The recapture command, without installing anything: fake environments whose python answers the
+# probe with a version, or fails it.
+
+
+def fake_env(envs, version, script):
+    """Make ENVS/torch-VERSION/bin/python a shell script."""
+    python = envs / f"torch-{version}" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text("#!/bin/sh\n" + script + "\n")
+    python.chmod(0o755)
+    return python
+
+
+def pin():
+    """The capture pin, read from pyproject.toml's text independently of recapture.py."""
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    return re.search(r'^capture = \["torch==([\d.]+)"', text, re.M).group(1)
+
+
+def pin_line(envs):
+    """The plan's line for the pin: this interpreter when its torch is the pin."""
+    try:
+        here = importlib.metadata.version("torch").split("+")[0]
+    except importlib.metadata.PackageNotFoundError:
+        here = None
+    if here == pin():
+        return f"  torch {pin()}: this interpreter, {sys.executable}"
+    return f"  torch {pin()}: create {envs / f'torch-{pin()}'} with pip install torch=={pin()} numpy==2.4.6"
+
+
+@pytest.fixture
+def kept(tmp_path):
+    """A snapshot folder keeping 2.0.1 and 2.8.0 (names only), and an empty envs folder."""
+    folder = tmp_path / "snapshots"
+    folder.mkdir()
+    for version in ("2.0.1", "2.8.0"):
+        (folder / f"torch-{version}.json").write_text("kept", encoding="utf-8")
+    return folder, tmp_path / "envs"
+
+
+def listing(folder):
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+def test_dry_run_says_what_it_reuses_and_installs(tmp_path, kept):
+    folder, envs = kept
+    fake_env(envs, "2.8.0", "echo 2.8.0+cu128")
+    before = listing(tmp_path)
+    result = build(
+        "--recapture",
+        "2.14.1",
+        "--dry-run",
+        "--envs",
+        envs,
+        "--snapshots",
+        folder,
+        "--out",
+        tmp_path / "site",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "recapture 4 torch versions (snapshots/, the capture pin, those named): "
+        f"2.0.1, 2.8.0, {pin()}, 2.14.1",
+        f"  torch 2.0.1: create {envs / 'torch-2.0.1'} with pip install torch==2.0.1 numpy==1.26.4",
+        f"  torch 2.8.0: reuse {envs / 'torch-2.8.0'}",
+        pin_line(envs),
+        f"  torch 2.14.1: create {envs / 'torch-2.14.1'} with pip install torch==2.14.1 numpy==2.4.6",
+        f"will install {2 + ('create' in pin_line(envs))} environments under {envs}: CUDA builds "
+        "of torch, 4.4 to 6.5 GB each and 1 to 2 minutes each from the package index; they run on "
+        "the CPU",
+    ]
+    assert listing(tmp_path) == before
+
+
+def test_env_without_torch_is_installed_into(tmp_path, kept):
+    folder, envs = kept
+    fake_env(envs, "2.0.1", "echo \"ModuleNotFoundError: No module named 'torch'\" >&2; exit 1")
+    result = build("--recapture", "--dry-run", "--envs", envs, "--snapshots", folder)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[1] == (
+        f"  torch 2.0.1: pip install torch==2.0.1 numpy==1.26.4 into {envs / 'torch-2.0.1'}"
+    )
+
+
+def test_env_with_another_torch_stops_the_recapture(tmp_path, kept):
+    folder, envs = kept
+    fake_env(envs, "2.8.0", "echo 2.7.0+cu118")
+    before = listing(tmp_path)
+    result = build("--recapture", "--envs", envs, "--snapshots", folder, "--out", tmp_path / "site")
+    assert result.returncode == EXIT_INPUT
+    assert result.stderr == (
+        f"error: {envs / 'torch-2.8.0'}: holds torch 2.7.0, not 2.8.0; remove it or choose "
+        "another --envs folder; nothing was written\n"
+    )
+    assert result.stdout == ""
+    assert listing(tmp_path) == before
+
+
+def test_env_whose_import_warns_stops_the_recapture(tmp_path, kept):
+    folder, envs = kept
+    python = fake_env(
+        envs,
+        "2.0.1",
+        "echo 'UserWarning: Failed to initialize NumPy: _ARRAY_API not found' >&2; exit 1",
+    )
+    result = build("--recapture", "--dry-run", "--envs", envs, "--snapshots", folder)
+    assert result.returncode == EXIT_INPUT
+    assert result.stderr == (
+        f"error: {python}: does not import torch and numpy cleanly (UserWarning: Failed to "
+        "initialize NumPy: _ARRAY_API not found); remove its environment\n"
+    )
+
+
+def test_capture_failure_writes_no_snapshot(tmp_path, kept):
+    folder, envs = kept
+    # Answers the probe as torch 2.0.1, then dies when run as the capture harness.
+    fake_env(envs, "2.0.1", 'if [ "$1" = "-W" ]; then echo 2.0.1+cu117; else exit 9; fi')
+    fake_env(envs, "2.8.0", "echo 2.8.0+cu128")
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    result = build("--recapture", "--envs", envs, "--snapshots", folder, "--out", tmp_path / "site")
+    assert result.returncode == EXIT_CAPTURE
+    assert result.stderr == (
+        f"error: {envs / 'torch-2.0.1' / 'bin' / 'python'}: exited with code 9 before it could run "
+        "a scenario; check that it runs; nothing was written\n"
+    )
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    assert not (tmp_path / "site").exists()
+
+
+def test_badly_named_snapshot_is_refused(tmp_path, kept):
+    folder, envs = kept
+    (folder / "torch-latest.json").write_text("{}")
+    result = build("--recapture", "--dry-run", "--envs", envs, "--snapshots", folder)
+    assert result.returncode == EXIT_INPUT
+    assert result.stderr == (
+        f"error: {folder / 'torch-latest.json'}: is not named torch-X.Y.Z.json; rename or remove it\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--dry-run"], "--dry-run goes with --recapture"),
+        (
+            ["--recapture", "--python", "p"],
+            "--recapture chooses an interpreter per version; drop --python",
+        ),
+        (["--recapture", "latest"], "--recapture: 'latest' is not a torch version like 2.9.1"),
+    ],
+)
+def test_recapture_usage_errors(args, message):
+    result = build(*args)
+    assert result.returncode == EXIT_USAGE
+    assert result.stderr.splitlines()[-1] == f"build.py: error: {message}"
+
+
+def test_kept_versions_are_the_snapshots_the_pin_and_those_named(kept):
+    folder, _ = kept
+    (folder / "torch-2.13.0.json").write_text("kept")
+    assert recapture.kept_versions(folder, "2.10.0", ["2.9.1", "2.8.0"]) == [
+        "2.0.1",
+        "2.8.0",
+        "2.9.1",
+        "2.10.0",
+        "2.13.0",
+    ]
+
+
+@pytest.mark.parametrize(
+    "version, numpy",
+    [
+        ("2.0.1", "numpy==1.26.4"),
+        ("2.2.2", "numpy==1.26.4"),
+        ("2.3.0", "numpy==2.4.6"),
+        ("2.14.1", "numpy==2.4.6"),
+    ],
+)
+def test_numpy_pin_follows_torch(version, numpy):
+    assert recapture.requirements(version) == [f"torch=={version}", numpy]
+
+
+def test_pin_is_read_from_the_capture_extra(tmp_path):
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text(
+        '[project.optional-dependencies]\ncapture = ["numpy<3", "torch == 2.9.1"]\n'
+    )
+    assert recapture.pinned_torch(pyproject) == "2.9.1"
+    assert recapture.pinned_torch(ROOT / "pyproject.toml") == pin()
+    pyproject.write_text('[project.optional-dependencies]\ncapture = ["torch>=2"]\n')
+    with pytest.raises(InputError, match="the capture extra pins no torch==X.Y.Z; pin one"):
+        recapture.pinned_torch(pyproject)
+
+
+def test_not_enough_space_stops_before_installing(tmp_path):
+    planned = [
+        recapture.Env(v, tmp_path / f"torch-{v}" / "bin" / "python", "create")
+        for v in ("2.0.1", "2.8.0")
+    ]
+    with pytest.raises(InstallError) as caught:
+        recapture.check_space(planned, tmp_path, free=10 * 2**30)
+    assert str(caught.value) == (
+        f"{tmp_path}: has 10.0 GB free but 2 environments need up to 14 GB; free space or choose "
+        "another --envs folder; nothing was installed"
+    )
+    recapture.check_space(planned, tmp_path, free=14 * 2**30)
+
+
+def test_failed_install_removes_the_new_environment(tmp_path, monkeypatch):
+    env = recapture.Env("2.8.0", tmp_path / "torch-2.8.0" / "bin" / "python", "create")
+    ran = []
+
+    def run(command, folder, what):
+        ran.append(what)
+        if what == "pip install":
+            raise InstallError(folder, f"{what} failed (ERROR: no space left); nothing was written")
+        env.python.parent.mkdir(parents=True)
+
+    monkeypatch.setattr(recapture, "_run", run)
+    with pytest.raises(InstallError, match="pip install failed"):
+        recapture.install(env, lambda _: None)
+    assert ran == ["python -m venv", "pip install"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_recapture_reuses_an_env_and_matches_the_committed_snapshot(tmp_path, venv_python):
+    envs = tmp_path / "envs"
+    envs.mkdir()
+    here = importlib.metadata.version("torch").split("+")[0]
+    (envs / f"torch-{here}").symlink_to(venv_python.parent.parent)
+    folder = tmp_path / "snapshots"
+    folder.mkdir()
+    committed = SNAPSHOTS / snap.file_name(here)
+    stale = json.loads(committed.read_text(encoding="utf-8"))
+    stale["schema"] = 1
+    (folder / committed.name).write_text(json.dumps(stale), encoding="utf-8")
+    result = build("--recapture", "--envs", envs, "--snapshots", folder, "--out", tmp_path / "site")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[1] == f"  torch {here}: reuse {envs / f'torch-{here}'}"
+    assert lines[2] == "will install nothing"
+    assert f"wrote {folder / committed.name}" in lines
+    fresh = snap.load(folder / committed.name)
+    assert fresh.comparable() == snap.load(committed).comparable()
+    assert (tmp_path / "site" / "index.html").exists()
+
+
+def strings(value):
+    """Every string in JSON data, keys included."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings(item)
+
+
+def test_snapshots_keep_torch_internals_out():
+    """No path or line inside torch, no build tag where captures are compared."""
+    inside = re.compile(
+        r"site-packages|dist-packages|torch/(autograd|_tensor|csrc)|\+(cu\d+|cpu|rocm)"
+    )
+    for path, snapshot in snap.load_dir(SNAPSHOTS):
+        found = [text for text in strings(snapshot.comparable()) if inside.search(text)]
+        assert found == [], path.name
+        assert "+" not in snapshot.environment.torch
