@@ -91,7 +91,7 @@ def check(args, say):
 
 def build(args, say):
     """Capture unless --render-only, then render the page."""
-    from .render import render_page
+    from .render import page_stats, render_page
 
     if not args.render_only:
         from .capture import capture
@@ -108,6 +108,10 @@ def build(args, say):
     snap.write_atomic(out, html)
     size = len(html.encode("utf-8"))
     say(f"wrote {out} ({size:,} bytes) in {time.perf_counter() - started:.2f} s")
+    stats = page_stats(html)
+    say(
+        f"prose: {stats.words:,} words (target under 1,600); full message shown {stats.messages} times (target at most 2)"
+    )
 
 
 def main(argv=None):
