@@ -60,6 +60,8 @@ def code_block(source, raised_line):
         cssclass="hl", hl_lines=[raised_line] if raised_line else [], wrapcode=True
     )
     html = highlight(source, PythonLexer(), formatter).replace("<span></span>", "")
+    # The newline goes after the marked line's span, so the next line keeps its indentation.
+    html = html.replace('\n</span>', '</span>\n')
     return Markup(PLAIN_TOKENS.sub(r"\1", html))
 
 
@@ -206,11 +208,21 @@ FIXES = (
 
 def fix_lines(broken, fixed):
     """The lines that turn one source into the other, prints left out, as ('-'|'+', line)."""
+    old, new = broken.splitlines(), fixed.splitlines()
     lines = []
-    for line in difflib.ndiff(broken.splitlines(), fixed.splitlines()):
-        if line[:1] in "-+" and "print(" not in line:
-            lines.append((line[:1], line[2:].strip()))
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new).get_opcodes():
+        if tag != "equal":
+            lines += [("-", line.strip()) for line in old[i1:i2] if "print(" not in line]
+            lines += [("+", line.strip()) for line in new[j1:j2] if "print(" not in line]
     return lines
+
+
+def fix_code(lines):
+    """Show a fix's lines as a small diff: removed lines in <del>, added in <ins>."""
+    tags = {"-": "del", "+": "ins"}
+    return Markup("\n").join(
+        Markup("<{0}>{1} {2}</{0}>").format(tags[kind], kind, line) for kind, line in lines
+    )
 
 
 def fixes(path, snapshot, scenarios):
@@ -227,7 +239,7 @@ def fixes(path, snapshot, scenarios):
             scenarios[broken].path.read_text(encoding="utf-8"),
             scenarios[fixed].path.read_text(encoding="utf-8"),
         )
-        shown.append({"lead": lead, "section": section, "lines": lines})
+        shown.append({"lead": lead, "section": section, "code": fix_code(lines)})
     return shown
 
 
