@@ -367,7 +367,7 @@ CLAIMS = (
     Claim(
         "nosave_doubles_silently",
         "cause-1",
-        "A second backward through operations that save no tensors, such as <code>+</code> and <code>sum</code>, raises nothing and silently doubles the gradient, from {first} to {second} here; PyTorch keeps this by design (pytorch/pytorch#13494).",
+        "A second backward through operations that save no tensors, such as <code>+</code> and <code>sum</code>, raises nothing and silently doubles the gradient, from {first} to {second}; PyTorch keeps this by design (pytorch/pytorch#13494).",
         nosave_doubles_silently,
     ),
     Claim(
@@ -463,7 +463,7 @@ CLAIMS = (
     Claim(
         "create_graph_then_backward_runs",
         "grad",
-        "<code>retain_graph</code> defaults to <code>create_graph</code>, so <code>autograd.grad(..., create_graph=True)</code> keeps the graph and the backward after it runs, here for all {steps} steps.",
+        "<code>retain_graph</code> defaults to <code>create_graph</code>, so <code>autograd.grad(..., create_graph=True)</code> keeps the graph, and a gradient-penalty loop that calls backward after it runs all {steps} steps.",
         create_graph_then_backward_runs,
     ),
     Claim(
