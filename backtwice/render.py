@@ -61,7 +61,7 @@ def code_block(source, raised_line):
     )
     html = highlight(source, PythonLexer(), formatter).replace("<span></span>", "")
     # The newline goes after the marked line's span, so the next line keeps its indentation.
-    html = html.replace('\n</span>', '</span>\n')
+    html = html.replace("\n</span>", "</span>\n")
     return Markup(PLAIN_TOKENS.sub(r"\1", html))
 
 
