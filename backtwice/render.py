@@ -171,7 +171,8 @@ def faq(snapshot, sentences):
     raised = f.run(snapshot, claims.MAIN).raised
 
     def plain(claim_id):
-        return Markup(sentences[claim_id]).striptags()
+        quoted = str(sentences[claim_id]).replace("<q>", "\u201c").replace("</q>", "\u201d")
+        return Markup(quoted).striptags()
 
     qa = [
         (
