@@ -77,3 +77,24 @@ def test_detached_depth_counts_pow_sub_mul_and_accumulate(s):
     # loss = (h * w - 0.1) ** 2: PowBackward0 -> SubBackward0 -> MulBackward0 -> AccumulateGrad.
     depths = [row[2] for row in f.printed(s, "c2_detach", "graph depth at step")]
     assert depths == [4, 4, 4, 4]
+
+
+def test_linear_regression_losses_follow_hand_written_sgd(s):
+    # c1_fixed: nn.Linear(3, 1), MSE, SGD lr=0.1 on fixed data. Recompute each step's loss with
+    # numpy and the closed-form gradient, starting from the same seeded weights and data.
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Linear(3, 1)
+    x, y = torch.randn(8, 3), torch.randn(8, 1)
+    w, b = model.weight.detach().double().numpy(), model.bias.detach().double().numpy()
+    x, y = x.double().numpy(), y.double().numpy()
+    expected = []
+    for _ in range(3):
+        err = x @ w.T + b - y
+        expected.append(float((err**2).mean()))
+        w = w - 0.1 * 2 * err.T @ x / len(x)
+        b = b - 0.1 * 2 * err.sum(axis=0) / len(x)
+    shown = list(f.per_step(s, "c1_fixed", "loss").values())
+    assert shown == [round(v, 4) for v in expected]
