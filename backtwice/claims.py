@@ -54,21 +54,46 @@ def _runs(snapshot, scenario):
     return run
 
 
+MAIN = "c1_backward_twice"
+"""The scenario whose message is the page's message."""
+INPLACE = "inplace_after_retain"
+"""The scenario that shows the in-place error retain_graph=True leads to."""
+
+
+def _code(text):
+    return Markup("<code>{}</code>").format(text)
+
+
 def one_message(s):
-    raising = [run.raised.message for run in s.scenarios.values() if run.raised is not None]
-    require(raising, "no scenario raises")
-    require(
-        len(set(raising)) == 1, f"the raising scenarios give {len(set(raising))} different messages"
-    )
-    return {"count": len(raising), "total": len(s.scenarios)}
+    message = _raises(s, MAIN).message
+    raising = {name: run.raised.message for name, run in s.scenarios.items() if run.raised}
+    others = sorted(name for name, text in raising.items() if text != message)
+    require(others == [INPLACE], f"scenarios {others} raise another message, not just {INPLACE}")
+    return {"count": len(raising)}
+
+
+def two_triggers(s):
+    backward = _raises(s, MAIN)
+    read = _raises(s, "saved_tensors")
+    require(read.message == backward.message, "reading a saved tensor raises another message")
+    require("backward" in (backward.code or ""), f"{MAIN} raised at {backward.code!r}")
+    require("_saved_" in (read.code or ""), f"saved_tensors raised at {read.code!r}")
+    return {}
 
 
 def second_backward_raises(s):
-    raised = _raises(s, "c1_backward_twice")
+    raised = _raises(s, MAIN)
     require(
         raised.code == "loss.backward()", f"it raised at {raised.code!r}, not at a backward call"
     )
-    return {"line": raised.line}
+    return {}
+
+
+def one_call_trains(s):
+    _runs(s, "c1_fixed")
+    losses = list(f.per_step(s, "c1_fixed", "loss").values())
+    require(len(losses) > 1 and losses[-1] < losses[0], f"the loss went {losses}, not down")
+    return {"steps": len(losses), "first": f"{losses[0]:g}", "last": f"{losses[-1]:g}"}
 
 
 def retained_grads_add(s):
@@ -82,13 +107,29 @@ def retained_grads_add(s):
     return {"first": fmt(first), "second": fmt(second)}
 
 
+def nosave_doubles_silently(s):
+    _runs(s, "nosave_twice")
+    first = f.tensor(f.printed_one(s, "nosave_twice", "w.grad after the first call:"))
+    second = f.tensor(f.printed_one(s, "nosave_twice", "w.grad after the second call:"))
+    require(
+        f.close([2 * v for v in first], second),
+        f"w.grad went from {first} to {second}, not doubled",
+    )
+    return {"first": fmt(first), "second": fmt(second)}
+
+
 def carried_raises_on_step_2(s):
     raised = _raises(s, "c2_no_detach")
-    steps = [row[0] for row in f.printed(s, "c2_no_detach", "step")]
-    require(
-        steps and steps[-1] == 2, f"it raised on step {steps[-1] if steps else '?'}, not step 2"
-    )
+    steps = f.steps_printed(s, "c2_no_detach")
+    require(steps and steps[-1] == 2, f"it raised on step {steps[-1] if steps else '?'}, not 2")
     return {"code": raised.code}
+
+
+def detached_rnn_runs(s):
+    _runs(s, "c2_rnn_detach")
+    losses = f.per_step(s, "c2_rnn_detach", "loss")
+    require(len(losses) > 2, f"it printed {len(losses)} steps")
+    return {"steps": len(losses)}
 
 
 def _depths(s, scenario):
@@ -112,32 +153,32 @@ def retained_depth_grows_by_one(s):
     return {"depths": ", ".join(map(str, depths))}
 
 
-def recompute_matches_retain(s):
-    _runs(s, "c2_recompute")
-    kept = f.tensor(f.printed_one(s, "c2_retain_graph", "w.grad:"))
-    fresh = f.tensor(f.printed_one(s, "c2_recompute", "w.grad:"))
-    require(f.close(kept, fresh), f"w.grad is {kept} with retain_graph but {fresh} recomputed")
-    return {"grad": f"{fresh[0]:.4f}"}
-
-
 def second_loss_raises(s):
     raised = _raises(s, "c3_two_backwards")
-    require(raised.code == "l2.backward()", f"it raised at {raised.code!r}, not at l2.backward()")
-    return {}
+    require(
+        raised.code == "loss2.backward()", f"it raised at {raised.code!r}, not at loss2.backward()"
+    )
+    anomaly = f.run(s, "c3_two_backwards").anomaly
+    require(anomaly is not None and anomaly.code, "anomaly mode names no forward line")
+    return {"shared": _code(anomaly.code)}
 
 
 def summed_equals_retained(s):
+    summed = f.per_step(s, "c3_summed", "body.weight.grad[0]:")
+    kept = f.per_step(s, "c3_retain", "body.weight.grad[0]:")
     _runs(s, "c3_summed")
     _runs(s, "c3_retain")
-    summed = f.tensor(f.printed_one(s, "c3_summed", "x.grad:"))
-    kept = f.tensor(f.printed_one(s, "c3_retain", "x.grad:"))
-    require(f.close(summed, kept), f"x.grad is {summed} summed but {kept} retained")
-    return {"grad": "[" + ", ".join(f"{v:.4f}" for v in summed) + "]"}
+    require(summed.keys() == kept.keys(), "the two loops printed different steps")
+    for step in summed:
+        a, b = f.tensor(summed[step]), f.tensor(kept[step])
+        require(f.close(a, b), f"step {step}: {a} summed but {b} retained")
+    return {"steps": len(summed)}
 
 
 def summed_twice_raises(s):
     raised = _raises(s, "c3_summed_twice")
-    return {"code": raised.code}
+    require(raised.code == "loss.backward()", f"it raised at {raised.code!r}")
+    return {}
 
 
 def gan_generator_raises(s):
@@ -147,45 +188,80 @@ def gan_generator_raises(s):
         f"it raised at {raised.code!r}, not at g_loss.backward()",
     )
     anomaly = f.run(s, "c4_gan_no_detach").anomaly
-    require(anomaly is not None, "anomaly mode names no node")
+    require(anomaly is not None and anomaly.code, "anomaly mode names no forward line")
     return {"node": anomaly.node, "code": anomaly.code}
 
 
 def gan_detach_isolates_g(s):
     _runs(s, "c4_gan_detach")
-    before = f.printed_one(s, "c4_gan_detach", "G.weight.grad after the discriminator step:")
-    after = f.printed_one(s, "c4_gan_detach", "G.weight.grad after the generator step:")
-    require(before is None, f"the discriminator step left G.weight.grad = {before!r}")
-    require(any(v != 0 for v in f.tensor(after)), "the generator step left G.weight.grad empty")
+    before = f.per_step(s, "c4_gan_detach", "G.weight.grad after the D step:")
+    after = f.per_step(s, "c4_gan_detach", "G.weight.grad after the G step:")
+    require(all(v is None for v in before.values()), "a discriminator step left G a gradient")
+    require(
+        all(any(x != 0 for x in f.tensor(v)) for v in after.values()),
+        "a generator step left G.weight.grad empty",
+    )
+    return {"steps": len(after)}
+
+
+def anomaly_from_start_names_line(s):
+    _raises(s, "anomaly_from_start")
+    anomaly = f.run(s, "anomaly_from_start").anomaly
+    require(anomaly is not None and anomaly.code, "anomaly mode names no forward line")
+    return {"node": anomaly.node, "code": anomaly.code}
+
+
+def anomaly_failing_step_only(s):
+    _raises(s, "anomaly_failing_step")
+    said = f.printed_one(s, "anomaly_failing_step", "anomaly mode:")
+    node = f.run(s, "anomaly_from_start").anomaly
+    require(node is not None and node.node in said, "it names another node")
+    require("File " not in said and "line" not in said, "it names a forward line after all")
+    return {"said": said}
+
+
+def anomaly_names_first_freed_node(s):
+    shared = f.run(s, "c3_two_backwards").anomaly
+    named = f.run(s, "c3_summed_twice").anomaly
+    _raises(s, "c3_summed_twice")
+    require(shared is not None and named is not None, "anomaly mode named no node")
+    require(named.code != shared.code, "it names the shared line after all")
+    return {"code": named.code, "shared": shared.code}
+
+
+def saved_what_mul_needs(s):
+    _raises(s, "saved_tensors")
+    result = f.tensor(f.printed_one(s, "saved_tensors", "exp saved its output:"))
+    other = f.tensor(f.printed_one(s, "saved_tensors", "mul saved b:"))
+    self_ = f.printed_one(s, "saved_tensors", "mul saved x:")
+    require(all(v > 0 for v in result), "exp saved something else")
+    require(other, "mul saved no b")
+    require(self_ is None, f"mul saved x = {self_!r} although b needs no gradient")
     return {}
 
 
-def saved_read_after_backward_raises(s):
-    names = ("saved_result", "saved_self_leaf", "saved_self_intermediate")
-    reference = _raises(s, "c1_backward_twice").message
-    for name in names:
-        raised = _raises(s, name)
-        require(raised.message == reference, f"'{name}' raises a different message")
-        before = f.printed_one(s, name, "before backward:")
-        require(
-            isinstance(before, dict) and "tensor" in before,
-            f"'{name}' read no tensor before backward",
-        )
-    return {"count": len(names)}
+def held_tensor_stays(s):
+    raised = _raises(s, "saved_tensors")
+    before = f.tensor(f.printed_one(s, "saved_tensors", "exp saved its output:"))
+    held = f.tensor(f.printed_one(s, "saved_tensors", "y, held by this script:"))
+    require(f.close(before, held), "the held y changed")
+    require("_saved_result" in (raised.code or ""), f"it raised at {raised.code!r}")
+    require(raised.message == _raises(s, MAIN).message, "it raises another message")
+    return {}
 
 
 def grad_twice_raises(s):
     _raises(s, "grad_twice")
-    _raises(s, "grad_then_backward")
-    return {}
+    raised = _raises(s, "grad_penalty")
+    require(".backward()" in (raised.code or ""), f"it raised at {raised.code!r}")
+    return {"code": raised.code}
 
 
-def grad_retain_equal(s):
-    _runs(s, "grad_retain")
-    first = f.tensor(f.printed_one(s, "grad_retain", "first:"))
-    second = f.tensor(f.printed_one(s, "grad_retain", "second:"))
-    require(f.close(first, second), f"the two calls gave {first} and {second}")
-    return {"grad": fmt(first)}
+def create_graph_then_backward_runs(s):
+    _runs(s, "grad_penalty_fixed")
+    penalties = f.per_step(s, "grad_penalty_fixed", "penalty")
+    require(len(penalties) > 1, "it printed one step")
+    return {"steps": len(penalties)}
 
 
 def create_graph_second_derivative(s):
@@ -196,6 +272,12 @@ def create_graph_second_derivative(s):
     expected = [6 * (v / 3) ** 0.5 for v in first]
     require(f.close(second, expected), f"second derivative {second}, expected {expected}")
     return {"second": fmt(second)}
+
+
+def jacobian_rows_run(s):
+    _runs(s, "jacobian_rows")
+    rows = [f.tensor(f.printed_one(s, "jacobian_rows", f"row {i}:")) for i in (0, 1)]
+    return {"rows": " and ".join(fmt(r) for r in rows)}
 
 
 def _memory(s, retain):
@@ -224,108 +306,195 @@ def memory_freed_or_kept(s):
     }
 
 
+def memory_device(s):
+    device = f.printed_one(s, "memory", "measured on")
+    cuda = [r for r in f.pairs(s, "memory", "retain_graph") if "cuda allocated" in r]
+    require(device in ("cpu", "cuda"), f"it measured on {device!r}")
+    require((device == "cuda") == bool(cuda), "CUDA figures do not match the device")
+    if device == "cpu":
+        where = Markup(
+            "on the CPU; no GPU was present, so this page makes no claim about GPU memory"
+        )
+    else:
+        kept = {r["retain_graph"]: r["cuda allocated"] for r in cuda}
+        where = Markup(
+            "on {}, where <code>torch.cuda.memory_allocated()</code> read {} bytes after "
+            "backward with <code>False</code> and {} with <code>True</code>"
+        ).format(s.environment.device, kept[False], kept[True])
+    return {"where": where}
+
+
+def inplace_follows_retain(s):
+    raised = _raises(s, INPLACE)
+    require("modified by an inplace operation" in raised.message, "it raises another error")
+    require("retain_graph=True" in (raised.code or ""), f"it raised at {raised.code!r}")
+    steps = f.steps_printed(s, INPLACE)
+    require(steps and steps[-1] > 2, f"it raised on step {steps[-1] if steps else '?'}")
+    return {"step": steps[-1], "head": raised.message.split(":")[0]}
+
+
 CLAIMS = (
     Claim(
         "one_message",
         "error",
-        "All {count} of this page's {total} scenarios that fail raise this one message, word for word.",
+        "Of the {count} scenarios on this page that fail, all but the in-place one below raise this text word for word.",
         one_message,
+    ),
+    Claim(
+        "two_triggers",
+        "error",
+        "It has two triggers: a second backward through part of a graph, and reading a saved tensor after backward freed it.",
+        two_triggers,
     ),
     Claim(
         "second_backward_raises",
         "cause-1",
-        "The second <code>backward()</code> raises (line {line}); the first one ran and freed the saved tensors.",
+        "A training step that calls <code>loss.backward()</code> twice raises on the second call: the first call already freed the tensors the graph saved.",
         second_backward_raises,
+    ),
+    Claim(
+        "one_call_trains",
+        "cause-1",
+        "With one call per step the loop runs all {steps} steps and the loss falls from {first} to {last}.",
+        one_call_trains,
     ),
     Claim(
         "retained_grads_add",
         "cause-1",
-        "With <code>retain_graph=True</code> on the first call both calls run, and the gradients add up: <code>x.grad</code> goes from {first} to {second}.",
+        "With <code>retain_graph=True</code> on the first call both calls run and the gradients add up: <code>x.grad</code> goes from {first} to {second}.",
         retained_grads_add,
+    ),
+    Claim(
+        "nosave_doubles_silently",
+        "cause-1",
+        "A second backward through operations that save no tensors, such as <code>+</code> and <code>sum</code>, raises nothing and silently doubles the gradient, from {first} to {second}; PyTorch keeps this by design (pytorch/pytorch#13494).",
+        nosave_doubles_silently,
     ),
     Claim(
         "carried_raises_on_step_2",
         "cause-2",
-        "Without a detach the loop raises on step 2, at <code>{code}</code>: the first step whose backward reaches into the previous step's graph.",
+        "A loop that carries an RNN's hidden state into the next step without detaching it raises on step 2, at <code>{code}</code>: that backward reaches into step 1's graph, which step 1's backward freed.",
         carried_raises_on_step_2,
+    ),
+    Claim(
+        "detached_rnn_runs",
+        "cause-2",
+        "With <code>h = h.detach()</code> at the end of each step, all {steps} steps run.",
+        detached_rnn_runs,
     ),
     Claim(
         "detached_depth_constant",
         "cause-2",
-        "With <code>h = h.detach()</code> the graph depth stays at {depth} on all {steps} steps.",
+        "Detached, the graph depth stays at {depth} on all {steps} steps.",
         detached_depth_constant,
     ),
     Claim(
         "retained_depth_grows_by_one",
         "cause-2",
-        "With <code>retain_graph=True</code> every step it runs, but the depth grows by one node per step ({depths}): each backward walks the whole history.",
+        "With retain_graph=True every step it runs, but the depth grows by one node per step ({depths}): each backward walks the whole history.",
         retained_depth_grows_by_one,
-    ),
-    Claim(
-        "recompute_matches_retain",
-        "cause-2",
-        "Recomputing the forward pass from scratch each step gives the same <code>w.grad</code> ({grad}) without keeping any graph alive between steps.",
-        recompute_matches_retain,
     ),
     Claim(
         "second_loss_raises",
         "cause-3",
-        "The second loss's <code>backward()</code> raises, although it is a different loss: it shares <code>feat</code>, whose saved tensors the first call freed.",
+        "Two losses computed from one shared forward pass, each with its own <code>backward()</code>, raise at the second call: the first freed the shared part ({shared}).",
         second_loss_raises,
     ),
     Claim(
         "summed_equals_retained",
         "cause-3",
-        "Summing the losses gives the same <code>x.grad</code> as retaining the graph, to four decimals ({grad}), and walks the graph once instead of twice.",
+        "Summing the two losses and calling <code>backward()</code> once gives the shared layer the same gradient as retaining the graph for a second call, to four decimals on all {steps} steps, and walks the graph once instead of twice.",
         summed_equals_retained,
     ),
     Claim(
         "summed_twice_raises",
         "cause-3",
-        "Summing does not help if the summed loss then gets two calls: <code>{code}</code> raises, which is cause 1 again.",
+        "Calling <code>backward()</code> twice on the summed loss raises again: that is cause 1.",
         summed_twice_raises,
     ),
     Claim(
         "gan_generator_raises",
         "cause-4",
-        "The generator's <code>backward()</code> raises; anomaly mode blames <code>{node}</code>, created at <code>{code}</code>: the discriminator's backward already ran through G.",
+        "In a GAN step whose discriminator loss uses the generator's output without <code>detach()</code>, the generator's <code>backward()</code> raises: the discriminator's backward already ran through the generator, and anomaly mode blames <code>{node}</code> from <code>{code}</code>.",
         gan_generator_raises,
     ),
     Claim(
         "gan_detach_isolates_g",
         "cause-4",
-        "With <code>fake.detach()</code> the discriminator step leaves <code>G.weight.grad</code> at <code>None</code>, and the generator step fills it.",
+        "With <code>D(fake.detach())</code> all {steps} steps run, the discriminator step leaves <code>G.weight.grad</code> at <code>None</code>, and the generator step fills it.",
         gan_detach_isolates_g,
     ),
     Claim(
-        "saved_read_after_backward_raises",
+        "anomaly_from_start_names_line",
+        "anomaly",
+        "Turned on before the loop, it names <code>{node}</code>, created at <code>{code}</code> in the step before the one that failed.",
+        anomaly_from_start_names_line,
+    ),
+    Claim(
+        "anomaly_failing_step_only",
+        "anomaly",
+        "Turned on for the failing step only, it cannot: <q>{said}</q>",
+        anomaly_failing_step_only,
+    ),
+    Claim(
+        "anomaly_names_first_freed_node",
+        "anomaly",
+        "It names the first node, in backward order, whose saved tensors are gone, which need not be the shared one: for the summed loss called twice it names <code>{code}</code>, not the shared <code>{shared}</code>.",
+        anomaly_names_first_freed_node,
+    ),
+    Claim(
+        "saved_what_mul_needs",
         "saved",
-        "All {count} reads below return a tensor before backward and raise the same message after it, although no second backward ran.",
-        saved_read_after_backward_raises,
+        "<code>exp</code> saves its output, and <code>x * b</code> saves <code>b</code> but not <code>x</code>: a multiplication keeps an operand only if the other one needs a gradient.",
+        saved_what_mul_needs,
+    ),
+    Claim(
+        "held_tensor_stays",
+        "saved",
+        "After <code>backward()</code>, reading <code>y</code> through its node raises this error although no second backward ran, while the script's own <code>y</code> is intact: backward drops autograd's references, not yours.",
+        held_tensor_stays,
     ),
     Claim(
         "grad_twice_raises",
         "grad",
-        "A second <code>torch.autograd.grad</code> call raises, and so does <code>loss.backward()</code> after one.",
+        "<code>torch.autograd.grad</code> frees the graph like <code>backward()</code>: a second call raises, and so does a backward after it, as in this gradient penalty at <code>{code}</code>.",
         grad_twice_raises,
     ),
     Claim(
-        "grad_retain_equal",
+        "create_graph_then_backward_runs",
         "grad",
-        "With <code>retain_graph=True</code> on the first call, both calls return {grad}.",
-        grad_retain_equal,
+        "<code>retain_graph</code> defaults to <code>create_graph</code>, so <code>autograd.grad(..., create_graph=True)</code> keeps the graph, and a gradient-penalty loop that calls backward after it runs all {steps} steps.",
+        create_graph_then_backward_runs,
     ),
     Claim(
         "create_graph_second_derivative",
         "grad",
-        "With <code>create_graph=True</code> the gradient has a graph of its own, and differentiating it again gives the second derivative {second}.",
+        "The same holds for higher derivatives: differentiating the gradient again gives {second}.",
         create_graph_second_derivative,
+    ),
+    Claim(
+        "jacobian_rows_run",
+        "retain",
+        "Taking several outputs' gradients one at a time needs it on every call but the last: these Jacobian rows are {rows}.",
+        jacobian_rows_run,
     ),
     Claim(
         "memory_freed_or_kept",
         "retain",
-        "With <code>retain_graph=False</code> no saved tensor outlives <code>backward()</code>; with <code>True</code> all {alive} of {saved} ({mib} MiB) stay alive until the graph itself is dropped.",
+        "With <code>retain_graph=False</code> autograd drops its references to the {saved} saved tensors, and as nothing else holds them none survives <code>backward()</code>; with <code>True</code> all {alive} ({mib} MiB) stay alive until the graph is dropped.",
         memory_freed_or_kept,
+    ),
+    Claim(
+        "memory_device",
+        "retain",
+        "These are counts of tensors {where}.",
+        memory_device,
+    ),
+    Claim(
+        "inplace_follows_retain",
+        "inplace",
+        "Adding <code>retain_graph=True</code> to an RNN loop with an optimizer, as the message suggests, gets past step 2 and fails on step {step} with <q>{head}</q>: <code>opt.step()</code> changed the weights in place, and the retained graph still needs their old values.",
+        inplace_follows_retain,
     ),
 )
 

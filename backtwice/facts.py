@@ -62,3 +62,20 @@ def close(a, b, decimals=4):
     return len(a) == len(b) and all(
         round(x, decimals) == round(y, decimals) for x, y in zip(a, b, strict=True)
     )
+
+
+def per_step(snapshot, scenario, label):
+    """Read prints of the form 'step N label value' as {N: value}, in step order."""
+    found = {
+        o.values[1]: o.values[3]
+        for o in run(snapshot, scenario).outputs
+        if len(o.values) == 4 and o.values[0] == "step" and o.values[2] == label
+    }
+    if not found:
+        raise Missing(f"scenario '{scenario}' printed no 'step N {label} value' line")
+    return found
+
+
+def steps_printed(snapshot, scenario):
+    """The step numbers a scenario printed with print('step', N), in order."""
+    return [o.values[1] for o in run(snapshot, scenario).outputs if o.values[:1] == ("step",)]

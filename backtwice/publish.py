@@ -33,7 +33,7 @@ def publish(snapshots, placed, repro, out, say):
     `placed` lists the fresh captures among `snapshots` (snapshot.Placed); a claim that fails
     is reported with the capture change behind it.
     """
-    from .render import render_page
+    from .render import page_stats, render_page
 
     started = time.perf_counter()
     try:
@@ -53,3 +53,8 @@ def publish(snapshots, placed, repro, out, say):
             say(report.rstrip("\n"))
     size = len(html.encode("utf-8"))
     say(f"wrote {page} ({size:,} bytes) in {time.perf_counter() - started:.2f} s")
+    stats = page_stats(html)
+    say(
+        f"prose: {stats.words:,} words (target under 1,600); "
+        f"full message shown {stats.messages} times (target at most 2)"
+    )

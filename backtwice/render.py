@@ -1,9 +1,12 @@
 """Render the page from snapshots: one self-contained HTML file. Imports no torch."""
 
 import base64
+import difflib
 import hashlib
 import json
 import re
+from dataclasses import dataclass
+from html import unescape
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
@@ -14,7 +17,7 @@ from pygments.lexers import PythonLexer
 
 from . import agreement, checker, claims, manifest, svg, versions
 from . import facts as f
-from .errors import InputError
+from .errors import ClaimError, InputError
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = ROOT / "templates"
@@ -31,6 +34,8 @@ def code_block(source, raised_line):
         cssclass="hl", hl_lines=[raised_line] if raised_line else [], wrapcode=True
     )
     html = highlight(source, PythonLexer(), formatter).replace("<span></span>", "")
+    # The newline goes after the marked line's span, so the next line keeps its indentation.
+    html = html.replace("\n</span>", "</span>\n")
     return Markup(PLAIN_TOKENS.sub(r"\1", html))
 
 
@@ -52,11 +57,17 @@ def pygments_css(html):
     return f"{light}\n@media (prefers-color-scheme: dark) {{\n{dark}\n}}\n"
 
 
-def scenario_view(scenario, run):
-    """What the page shows for one scenario: code, output, raised line, anomaly."""
+def scenario_view(scenario, run, message):
+    """What the page shows for one scenario: code, output, raised line, anomaly.
+
+    The page's own message is shown in full once; a scenario raising it shows its first clause.
+    """
     source = scenario.source
     raised = run.raised
+    same = raised is not None and raised.message == message
     return {
+        "same_message": same,
+        "short": raised.message.split(" (")[0].rstrip(".") if same else None,
         "id": scenario.id,
         "title": scenario.title,
         "file": f"repro/{scenario.path.name}",
@@ -115,26 +126,36 @@ def csp_hash(text):
     )
 
 
+FAQ = (
+    ("Why does calling backward twice raise this error?", ("second_backward_raises",)),
+    (
+        "Why does my RNN training loop raise it on the second step?",
+        ("carried_raises_on_step_2", "detached_rnn_runs"),
+    ),
+    ("How do I train with two losses on one forward pass?", ("summed_equals_retained",)),
+    ("How do I fix it in a GAN?", ("gan_generator_raises", "gan_detach_isolates_g")),
+    ("Is retain_graph=True the fix?", ("inplace_follows_retain",)),
+    ("Does a second backward always raise this error?", ("nosave_doubles_silently",)),
+)
+"""FAQ questions and the checked sentences that answer them; each must stand alone."""
+
+
 def faq(snapshot, sentences):
     """schema.org FAQPage data from the captured message and the checked sentences."""
-    message = f.run(snapshot, "c1_backward_twice").raised.message
+    raised = f.run(snapshot, claims.MAIN).raised
 
     def plain(claim_id):
-        return Markup(sentences[claim_id]).striptags()
+        quoted = str(sentences[claim_id]).replace("<q>", "\u201c").replace("</q>", "\u201d")
+        return Markup(quoted).striptags()
 
     qa = [
         (
             "What does 'Trying to backward through the graph a second time' mean?",
-            f"torch {snapshot.environment.torch} raises RuntimeError: {message} "
-            "A backward pass needed a value that an earlier backward pass had already freed.",
+            f"It is the {raised.type} torch {snapshot.environment.torch} raises when a backward "
+            "pass needs a tensor that an earlier backward pass already freed; in full it reads: "
+            f"{raised.message} " + plain("two_triggers"),
         ),
-        ("Why does calling backward twice raise this error?", plain("second_backward_raises")),
-        (
-            "Why does my RNN training loop raise it on the second step?",
-            plain("carried_raises_on_step_2") + " " + plain("detached_depth_constant"),
-        ),
-        ("How do I train with two losses on one forward pass?", plain("summed_equals_retained")),
-        ("Is retain_graph=True the fix?", plain("memory_freed_or_kept")),
+        *((q, " ".join(plain(c) for c in ids)) for q, ids in FAQ),
     ]
     return {
         "@context": "https://schema.org",
@@ -144,6 +165,86 @@ def faq(snapshot, sentences):
             for q, a in qa
         ],
     }
+
+
+FIXES = (
+    ("c1_backward_twice", "c1_fixed", "The same loss twice: keep one call.", "cause-1"),
+    ("c2_no_detach", "c2_rnn_detach", "State carried into the next step: detach it.", "cause-2"),
+    (
+        "c3_two_backwards",
+        "c3_summed",
+        "Two losses on one forward pass: sum them, one backward.",
+        "cause-3",
+    ),
+    ("c4_gan_no_detach", "c4_gan_detach", "A GAN: give D the detached fake batch.", "cause-4"),
+)
+"""The short answer's fixes: (raising scenario, fixed scenario, lead, section that explains)."""
+
+
+def fix_lines(broken, fixed):
+    """The lines that turn one source into the other, prints left out, as ('-'|'+', line)."""
+    old, new = broken.splitlines(), fixed.splitlines()
+    lines = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new).get_opcodes():
+        if tag != "equal":
+            lines += [("-", line.strip()) for line in old[i1:i2] if "print(" not in line]
+            lines += [("+", line.strip()) for line in new[j1:j2] if "print(" not in line]
+    return lines
+
+
+def fix_code(lines):
+    """Show a fix's lines as a small diff: removed lines in <del>, added in <ins>."""
+    tags = {"-": "del", "+": "ins"}
+    return Markup("\n").join(
+        Markup("<{0}>{1} {2}</{0}>").format(tags[kind], kind, line) for kind, line in lines
+    )
+
+
+def fixes(path, snapshot, scenarios):
+    """The short answer's fixes, each from a scenario that raised and its fix that ran."""
+    shown = []
+    for broken, fixed, lead, section in FIXES:
+        if snapshot.scenarios[broken].raised is None or snapshot.scenarios[fixed].raised:
+            raise ClaimError(
+                path,
+                "section 'answer': the fix",
+                f"{broken} should raise and {fixed} should run",
+                f"{lead} (shown as the change from {broken} to {fixed})",
+                "rewrite FIXES in backtwice/render.py",
+            )
+        lines = fix_lines(scenarios[broken].source, scenarios[fixed].source)
+        shown.append({"lead": lead, "section": section, "code": fix_code(lines)})
+    return shown
+
+
+WORD = re.compile(r"\w")
+HIDDEN = re.compile(r"<(pre|table|svg|script|style|head|figure)\b.*?</\1>", re.S)
+
+
+@dataclass(frozen=True)
+class PageStats:
+    """What the build reports about the page's text."""
+
+    words: int
+    """Prose words in <main>, outside code blocks and their captions, tables and charts."""
+    messages: int
+    """How often the full message appears in the visible page (scripts and head excluded)."""
+
+
+def visible_text(html):
+    """The prose a reader sees: code blocks (figures), tables, charts, scripts and head removed."""
+    return unescape(re.sub(r"<[^>]+>", " ", HIDDEN.sub(" ", html)))
+
+
+def page_stats(html):
+    """Count the prose words and the full message's occurrences in the rendered page."""
+    found = re.search(r'<blockquote class="message"><p>(.*?)</p></blockquote>', html, re.S)
+    message = unescape(found.group(1)) if found else ""
+    main = html[html.index("<main") : html.index("</main>")]
+    words = [w for w in visible_text(main).split() if WORD.search(w)]
+    body = re.sub(r"<(script|style|head)\b.*?</\1>", " ", html, flags=re.S)
+    flat = " ".join(unescape(re.sub(r"<[^>]+>", "", body)).split())
+    return PageStats(len(words), flat.count(" ".join(message.split())) if message else 0)
 
 
 def render_page(snapshots, repro):
@@ -161,7 +262,9 @@ def render_page(snapshots, repro):
         pictures = charts(snapshot)
     except f.Missing as exc:
         raise InputError(path, f"{exc}; run `python build.py` to capture it again") from None
-    views = {s.id: scenario_view(s, snapshot.scenarios[s.id]) for s in scenarios}
+    message = f.run(snapshot, claims.MAIN).raised
+    views = {s.id: scenario_view(s, snapshot.scenarios[s.id], message.message) for s in scenarios}
+    fix_views = fixes(path, snapshot, {s.id: s for s in scenarios})
     data, loop_rows = checker.build(snapshot.loops) if snapshot.loops else ({}, [])
     code_html = "".join(view["code"] for view in views.values())
     css = minify_css((STATIC / "style.css").read_text(encoding="utf-8") + pygments_css(code_html))
@@ -174,12 +277,12 @@ def render_page(snapshots, repro):
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    message = f.run(snapshot, "c1_backward_twice").raised
     html = env.get_template("page.html.j2").render(
         env_=snapshot.environment,
         s=views,
         claims=sentences,
         message=message,
+        fixes=fix_views,
         charts=pictures,
         checker=data,
         checker_json=json_script(data),

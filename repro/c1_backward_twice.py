@@ -1,6 +1,14 @@
 import torch
+from torch import nn
 
-x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
-loss = (x * x).sum()
-loss.backward()
-loss.backward()
+torch.manual_seed(0)
+model = nn.Linear(3, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(8, 3), torch.randn(8, 1)
+for step in range(1, 4):
+    print("step", step)
+    opt.zero_grad()
+    loss = nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    loss.backward()
+    opt.step()

@@ -1,9 +1,15 @@
 import torch
+from torch import nn
 
-w = torch.tensor(0.5, requires_grad=True)
-h = torch.tensor(1.0)
+torch.manual_seed(0)
+rnn, head = nn.RNNCell(2, 4), nn.Linear(4, 1)
+opt = torch.optim.SGD([*rnn.parameters(), *head.parameters()], lr=0.05)
+xs, ys = torch.randn(4, 1, 2), torch.randn(4, 1, 1)
+h = torch.zeros(1, 4)
 for step in range(1, 5):
     print("step", step)
-    h = h * w
-    loss = (h - 0.1) ** 2
+    opt.zero_grad()
+    h = rnn(xs[step - 1], h)
+    loss = nn.functional.mse_loss(head(h), ys[step - 1])
     loss.backward()
+    opt.step()

@@ -1,8 +1,16 @@
 import torch
+from torch import nn
 
-x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
-feat = x.exp()
-l1 = feat.sum()
-l2 = (feat * feat).sum()
-l1.backward()
-l2.backward()
+torch.manual_seed(0)
+body, head1, head2 = nn.Linear(3, 4), nn.Linear(4, 1), nn.Linear(4, 1)
+opt = torch.optim.SGD([*body.parameters(), *head1.parameters(), *head2.parameters()], lr=0.1)
+x, y1, y2 = torch.randn(8, 3), torch.randn(8, 1), torch.randn(8, 1)
+for step in range(1, 4):
+    print("step", step)
+    opt.zero_grad()
+    feat = body(x).tanh()
+    loss1 = nn.functional.mse_loss(head1(feat), y1)
+    loss2 = nn.functional.mse_loss(head2(feat), y2)
+    loss1.backward()
+    loss2.backward()
+    opt.step()

@@ -217,3 +217,64 @@ def test_capture_output_round_trips_through_json(known):
     assert snap.parse(text, "x") == result
     assert json.loads(text)["schema"] == snap.SCHEMA
     assert text.endswith("}\n")
+
+
+def memory_hooks():
+    """The pack and unpack functions of repro/memory.py, defined on their own."""
+    import ast
+
+    from .conftest import REPRO
+
+    tree = ast.parse((REPRO / "memory.py").read_text(encoding="utf-8"))
+    measure = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "measure")
+    hooks = [n for n in measure.body if isinstance(n, ast.FunctionDef)]
+    assert [n.name for n in hooks] == ["pack", "unpack"]
+    import torch
+
+    namespace = {"torch": torch, "weakref": __import__("weakref"), "saved": []}
+    exec(compile(ast.Module(hooks, []), "memory.py", "exec"), namespace)
+    return namespace["pack"], namespace["unpack"]
+
+
+def sigmoid_then_modified(hooks):
+    """Run a graph whose saved tensor is changed in place; return the error text or x.grad."""
+    import torch
+
+    x = torch.tensor([0.5, -1.0], requires_grad=True)
+    if hooks is None:
+        y = x.sigmoid() * 2
+    else:
+        with torch.autograd.graph.saved_tensors_hooks(*hooks):
+            y = x.sigmoid() * 2
+    y.sum().backward(retain_graph=True)
+    first = x.grad.tolist()
+    try:
+        if hooks is None:
+            s = x.sigmoid()
+            z = s * s
+        else:
+            with torch.autograd.graph.saved_tensors_hooks(*hooks):
+                s = x.sigmoid()
+                z = s * s
+        s.mul_(2)
+        z.sum().backward()
+    except RuntimeError as exc:
+        return first, "raises", "inplace operation" in str(exc)
+    return first, "runs", x.grad.tolist()
+
+
+def test_memory_hooks_keep_torchs_inplace_check():
+    """Measuring never changes the outcome: the hooks raise where plain torch raises."""
+    import torch
+
+    hooks = memory_hooks()
+    plain = sigmoid_then_modified(None)
+    assert plain[1:] == ("raises", True)
+    assert sigmoid_then_modified(hooks) == plain
+
+    def pass_through(tensor):
+        return tensor
+
+    # Without the version check, a pass-through hook pair lets the same graph run silently.
+    assert sigmoid_then_modified((pass_through, pass_through))[1] == "runs"
+    assert torch.is_grad_enabled()

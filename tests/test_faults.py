@@ -77,12 +77,11 @@ def test_a_claim_broken_by_the_capture_writes_nothing_and_names_the_change(
     folder, path = snapshots_copy
     before = path.read_bytes()
     scenario = repro_copy / "c1_backward_twice.py"
-    text = scenario.read_text(encoding="utf-8")
-    raising = text.splitlines().index(
-        "loss.backward()", text.splitlines().index("loss.backward()") + 1
-    )
-    lines = text.splitlines()
-    lines[raising] = 'raise ValueError("not the error")'
+    lines = scenario.read_text(encoding="utf-8").splitlines()
+    calls = [i for i, line in enumerate(lines) if line.strip() == "loss.backward()"]
+    raising = calls[1]  # the second call is the one torch raises at
+    indent = lines[raising][: len(lines[raising]) - len(lines[raising].lstrip())]
+    lines[raising] = indent + 'raise ValueError("not the error")'
     scenario.write_text("\n".join(lines) + "\n", encoding="utf-8")
     result = build("--repro", repro_copy, "--snapshots", folder, "--out", site)
     line = one_line(result, EXIT_CLAIM)
