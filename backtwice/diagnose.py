@@ -16,6 +16,7 @@ on as before. --json FILE writes the same report (also after a clean run).
 Only the standard library and torch; Python 3.8 and later, torch 2.0 and later.
 """
 
+import contextlib
 import functools
 import json
 import linecache
@@ -200,8 +201,8 @@ class _InplaceTemplate:
         text = self.prefix + "[" + tensor.type() + " " + sizes + "]"
         if owner is not None:
             name = re.sub(r"Backward\d*$", "", owner[0]) if self.strip else owner[0]
-            text += ", which is output %d of %s," % (owner[1], name)
-        text += " is at version %d; expected version %d instead." % (tensor._version, version)
+            text += f", which is output {owner[1]} of {name},"
+        text += f" is at version {tensor._version}; expected version {version} instead."
         return text + self.hint
 
 
@@ -372,10 +373,9 @@ class _Diagnoser:
         self.doubles.append(entry)
         sys.stderr.write(
             PREFIX
-            + "warning: call %d at %s went back through nodes that call %d at %s already went "
+            + "warning: call {} at {} went back through nodes that call {} at {} already went "
             "through without retain_graph; they saved no tensors, so torch did not raise, and "
-            "their gradients were added again (%s)\n"
-            % (
+            "their gradients were added again ({})\n".format(
                 second.number,
                 self._where(entry["second"]),
                 first.number,
@@ -433,10 +433,8 @@ class _Diagnoser:
                 if not name.startswith("_saved_result"):
                     continue
                 self.scan = []
-                try:
+                with contextlib.suppress(Exception):  # a freed or non-tensor attribute
                     getattr(node, name)
-                except Exception:  # a freed or non-tensor attribute
-                    pass
                 found, self.scan = self.scan, None
                 if any(item is saved for item in found):
                     digits = name[len("_saved_result") :]
@@ -574,42 +572,42 @@ class _Diagnoser:
         if cause == "same-loss-twice":
             if freeing.kind == "grad":
                 return (
-                    "Pass retain_graph=True to the torch.autograd.grad call at %s, so the call at %s"
-                    " can go through the same graph again." % (first, raised)
+                    f"Pass retain_graph=True to the torch.autograd.grad call at {first}, so the call at {raised}"
+                    " can go through the same graph again."
                 )
             return (
-                "Call backward once on this loss: remove the call at %s or the one at %s (a second "
-                "call would add the same gradients again)." % (raised, first)
+                f"Call backward once on this loss: remove the call at {raised} or the one at {first} (a second "
+                "call would add the same gradients again)."
             )
         if cause == "carried-state":
             return (
-                "The tensor built at %s in an earlier step is still part of this step's graph: "
+                f"The tensor built at {built} in an earlier step is still part of this step's graph: "
                 "detach what you carry across steps after each step (h = h.detach(); for an LSTM "
-                "both h and c) or compute it again inside the loop, so the call at %s goes back "
-                "through this step only." % (built, raised)
+                f"both h and c) or compute it again inside the loop, so the call at {raised} goes back "
+                "through this step only."
             )
         if cause == "shared-forward":
             if freeing is not None and freeing.kind == "grad":
                 if any(ref() is not None for ref in freeing.results):
                     return (
-                        "Pass create_graph=True to the torch.autograd.grad call at %s: the loss at"
-                        " %s uses its result, and create_graph=True keeps the graph and makes that"
-                        " term differentiable." % (first, raised)
+                        f"Pass create_graph=True to the torch.autograd.grad call at {first}: the loss at"
+                        f" {raised} uses its result, and create_graph=True keeps the graph and makes that"
+                        " term differentiable."
                     )
                 return (
-                    "Pass retain_graph=True to the torch.autograd.grad call at %s, which otherwise"
-                    " frees the graph the call at %s still needs." % (first, raised)
+                    f"Pass retain_graph=True to the torch.autograd.grad call at {first}, which otherwise"
+                    f" frees the graph the call at {raised} still needs."
                 )
             return (
-                "The calls at %s and %s both go back through the forward pass at %s: add the "
+                f"The calls at {first} and {raised} both go back through the forward pass at {built}: add the "
                 "losses and call backward once, or pass retain_graph=True to the first call; if "
                 "the first loss should not reach that pass (a GAN's discriminator step), detach "
-                "its input there (fake.detach())." % (first, raised, built)
+                "its input there (fake.detach())."
             )
         return (
-            "Read the saved tensors before the call at %s frees them, or keep the tensors you "
+            f"Read the saved tensors before the call at {first} frees them, or keep the tensors you "
             "need in your own variables; pass retain_graph=True to that call only if you must "
-            "read them after it." % first
+            "read them after it."
         )
 
     # ---- places --------------------------------------------------------------------------
@@ -634,7 +632,7 @@ class _Diagnoser:
 
     @staticmethod
     def _where(place):
-        return "%s:%s" % (place["file"], place["line"])
+        return "{}:{}".format(place["file"], place["line"])
 
     def result(self):
         """The report: the error's, or a clean one."""
@@ -684,28 +682,33 @@ def _cause(call, freeing, mark):
 
 def format_report(report):
     """The report as the lines printed to stderr."""
-    lines = [PREFIX + "cause: %s" % report["cause"]]
+    lines = [PREFIX + "cause: {}".format(report["cause"])]
     raised = report["raised"]
     if raised["call"] is None:
         lines.append(
-            "  raised:   a freed saved tensor was read at %s:%s" % (raised["file"], raised["line"])
+            "  raised:   a freed saved tensor was read at {}:{}".format(
+                raised["file"], raised["line"]
+            )
         )
     else:
         lines.append(
-            "  raised:   call %d at %s:%s" % (raised["call"], raised["file"], raised["line"])
+            "  raised:   call {} at {}:{}".format(raised["call"], raised["file"], raised["line"])
         )
-    lines.append("            %s" % raised["code"])
+    lines.append("            {}".format(raised["code"]))
     freed = report["freed_by"]
     if freed is not None:
         lines.append(
-            "  freed by: call %d at %s:%s (retain_graph=%s)"
-            % (freed["call"], freed["file"], freed["line"], freed["retain_graph"])
+            "  freed by: call {} at {}:{} (retain_graph={})".format(
+                freed["call"], freed["file"], freed["line"], freed["retain_graph"]
+            )
         )
-        lines.append("            %s" % freed["code"])
+        lines.append("            {}".format(freed["code"]))
     node = report["node"]
     if node is not None:
-        lines.append("  node:     %s, built at %s:%s" % (node["name"], node["file"], node["line"]))
-        lines.append("            %s" % node["code"])
+        lines.append(
+            "  node:     {}, built at {}:{}".format(node["name"], node["file"], node["line"])
+        )
+        lines.append("            {}".format(node["code"]))
     if report["fix"]:
         lines.append("  fix:      " + report["fix"])
     if report["checker"]:
@@ -763,8 +766,8 @@ def _trimmed(tb, script):
         if started and os.path.normcase(os.path.abspath(code.co_filename)) != _HERE:
             entries.append(tb)
         tb = tb.tb_next
-    for current, following in zip(entries, entries[1:]):
-        current.tb_next = following
+    for index in range(len(entries) - 1):
+        entries[index].tb_next = entries[index + 1]
     if entries:
         entries[-1].tb_next = None
         return entries[0]
@@ -791,7 +794,7 @@ def main(argv=None):
         return 2
     shown = args[0]
     if not os.path.isfile(shown):
-        sys.stderr.write("%s: no such script, nothing was run\n" % shown)
+        sys.stderr.write(f"{shown}: no such script, nothing was run\n")
         return 2
     # Python 3.9+ runs `python SCRIPT` with an absolute __file__; do the same.
     script = os.path.abspath(shown) if sys.version_info >= (3, 9) else shown
@@ -842,7 +845,7 @@ def report_for(path, argv=(), python=None, cwd=None):
         command = [python or sys.executable, _HERE, "--json", out, str(path)] + list(argv)
         subprocess.run(command, cwd=cwd, capture_output=True, check=False)
         if not os.path.exists(out):
-            raise RuntimeError("%s: the diagnoser wrote no report" % path)
+            raise RuntimeError(f"{path}: the diagnoser wrote no report")
         with open(out, encoding="utf-8") as handle:
             return json.load(handle)
 

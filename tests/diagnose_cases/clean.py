@@ -10,7 +10,7 @@ torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(6, 32), nn.ReLU(), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 1))
 opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 h = torch.zeros(1, 32)
-for step in range(20):
+for _step in range(20):
     x, y = torch.randn(16, 6), torch.randn(16, 1)
     loss = nn.functional.mse_loss(model(x), y)
     opt.zero_grad()

@@ -10,7 +10,7 @@ D = nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Linear(16, 1))
 opt_g = torch.optim.Adam(G.parameters(), lr=1e-3)
 opt_d = torch.optim.Adam(D.parameters(), lr=1e-3)
 bce = nn.BCEWithLogitsLoss()
-for step in range(3):
+for _step in range(3):
     real = torch.randn(8, 2)
     fake = G(torch.randn(8, 4))  # expect: forward
     opt_d.zero_grad()

@@ -8,7 +8,7 @@ from torch import nn
 torch.manual_seed(0)
 D = nn.Sequential(nn.Linear(2, 32), nn.LeakyReLU(0.2), nn.Linear(32, 1))
 opt = torch.optim.Adam(D.parameters(), lr=1e-4)
-for step in range(3):
+for _step in range(3):
     real = torch.randn(16, 2).requires_grad_(True)
     scores = D(real)  # expect: forward
     (grads,) = torch.autograd.grad(scores.sum(), real)  # expect: frees

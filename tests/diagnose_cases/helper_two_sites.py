@@ -17,7 +17,7 @@ def update(loss):
     opt.step()
 
 
-for step in range(3):
+for _step in range(3):
     x, labels = torch.randn(4, 8), torch.randint(0, 2, (4,))
     code = encoder(x)  # expect: forward
     update(nn.functional.mse_loss(decoder(code), x))

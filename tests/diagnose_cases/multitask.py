@@ -21,7 +21,7 @@ class MultiTask(nn.Module):
 
 model = MultiTask()
 opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-for step in range(3):
+for _step in range(3):
     x, labels, values = torch.randn(16, 10), torch.randint(0, 3, (16,)), torch.randn(16, 1)
     logits, predicted = model(x)
     opt.zero_grad()

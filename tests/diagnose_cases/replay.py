@@ -8,7 +8,7 @@ torch.manual_seed(0)
 critic = nn.Sequential(nn.Linear(4, 32), nn.Tanh(), nn.Linear(32, 1))
 opt = torch.optim.Adam(critic.parameters(), lr=1e-3)
 replay = []
-for step in range(5):
+for _step in range(5):
     state, reward = torch.randn(1, 4), torch.randn(1, 1)
     value = critic(state)  # expect: forward
     replay.append((value, reward))

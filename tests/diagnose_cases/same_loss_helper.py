@@ -14,7 +14,7 @@ def grad_norm(loss):
     return torch.norm(torch.stack([p.grad.norm() for p in model.parameters()]))
 
 
-for step in range(3):
+for _step in range(3):
     x, y = torch.randn(8, 5), torch.randn(8, 1)
     loss = nn.functional.mse_loss(model(x), y)  # expect: forward
     opt.zero_grad()
