@@ -1,0 +1,329 @@
+"""The diagnoser names the lines that marker comments in each realistic script point at."""
+
+import contextlib
+import io
+import json
+import os
+import re
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from backtwice import diagnose
+
+from .conftest import ROOT
+
+CASES = ROOT / "tests" / "diagnose_cases"
+RAISING = sorted(p.name for p in CASES.glob("*.py") if "expect-cause: none" not in p.read_text())
+MODULE = [sys.executable, "-m", "backtwice.diagnose"]
+
+
+def expected(name):
+    """The lines each `# expect: ...` marker names, and the `# expect-cause:` / `-fix:` headers."""
+    lines = {}
+    headers = {}
+    for number, text in enumerate((CASES / name).read_text().splitlines(), start=1):
+        found = re.search(r"# expect: ([\w ]+)$", text)
+        if found:
+            for word in found.group(1).split():
+                lines.setdefault(word, []).append(number)
+        header = re.match(r"# expect-(\w+): (.+)$", text)
+        if header:
+            headers[header.group(1)] = header.group(2)
+    return lines, headers
+
+
+def relative(name):
+    return str(Path("tests") / "diagnose_cases" / name)
+
+
+def run(command, **kwargs):
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, **kwargs)
+
+
+def run_here(args, plain=False):
+    """Run the diagnoser's main (or, plain, the script alone) in this process from ROOT."""
+    saved = (list(sys.argv), list(sys.path), os.getcwd())
+    out, err = io.StringIO(), io.StringIO()
+    os.chdir(ROOT)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            if plain:
+                sys.argv = list(args)
+                try:
+                    runpy.run_path(args[0], run_name="__main__")
+                    code = 0
+                except SystemExit as exc:
+                    code = exc.code
+            else:
+                try:
+                    code = diagnose.main(list(args))
+                except SystemExit as exc:
+                    code = exc.code
+    finally:
+        sys.argv, sys.path[:] = saved[0], saved[1]
+        os.chdir(saved[2])
+    return SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory):
+    """Every case run once under the diagnoser with --json: name -> (process, report)."""
+    out = tmp_path_factory.mktemp("reports")
+    found = {}
+    for path in sorted(CASES.glob("*.py")):
+        target = out / (path.stem + ".json")
+        process = run_here(["--json", str(target), relative(path.name)])
+        found[path.name] = (process, json.loads(target.read_text(encoding="utf-8")))
+    return found
+
+
+@pytest.mark.parametrize("name", RAISING)
+def test_names_raising_freeing_and_forward_lines(reports, name):
+    lines, headers = expected(name)
+    process, report = reports[name]
+    assert process.returncode == 1, process.stderr
+    assert report["cause"] == headers["cause"]
+    assert report["raised"]["line"] == lines["raises"][0]
+    assert report["raised"]["file"] == relative(name)
+    assert report["freed_by"]["line"] == lines["frees"][0]
+    assert report["freed_by"]["retain_graph"] is False
+    assert report["node"]["line"] == lines["forward"][0]
+    assert report["node"]["file"] == relative(name)
+    source = (CASES / name).read_text().splitlines()
+    assert report["raised"]["code"] == source[lines["raises"][0] - 1].strip()
+    assert report["checker"] == diagnose.CHECKER[headers["cause"]]
+    assert "Trying to backward through the graph a second time" in report["error"]
+
+
+@pytest.mark.parametrize("name", RAISING)
+def test_fix_names_the_lines_and_fits_the_cause(reports, name):
+    lines, headers = expected(name)
+    fix = reports[name][1]["fix"]
+    where = relative(name) + ":"
+    assert where + str(lines["frees"][0]) in fix or where + str(lines["raises"][0]) in fix
+    if headers["cause"] == "carried-state":
+        assert "retain_graph" not in fix
+        assert where + str(lines["forward"][0]) in fix
+        assert "detach" in fix
+    if headers["cause"] == "same-loss-twice":
+        assert "once" in fix
+    if "fix" in headers:
+        assert headers["fix"] in fix
+    if headers["cause"] == "shared-forward" and "fix" not in headers:
+        assert "create_graph" not in fix
+        assert "call backward once" in fix
+
+
+@pytest.mark.parametrize("name", RAISING)
+def test_report_on_stderr_and_as_a_note_after_the_traceback(reports, name):
+    process, report = reports[name]
+    text = diagnose.format_report(report)
+    assert process.stderr.endswith("\n" + text + "\n")
+    assert process.stderr.count(text) == 1
+    traceback_end = process.stderr.index(text)
+    assert process.stderr[:traceback_end].rstrip().splitlines()[-1].startswith("RuntimeError: ")
+
+
+def test_calls_numbered_in_order(reports):
+    report = reports["gan.py"][1]
+    assert (report["freed_by"]["call"], report["raised"]["call"]) == (1, 2)
+    report = reports["saved_attr.py"][1]
+    assert report["raised"]["call"] is None and report["freed_by"]["call"] == 1
+
+
+def test_helper_called_from_two_places_is_two_sites(reports):
+    # Both calls run the helper's one backward line; compared by the innermost frame alone they
+    # would look like one site whose previous run built the forward (carried-state).
+    report = reports["helper_two_sites.py"][1]
+    assert report["raised"]["line"] == report["freed_by"]["line"]
+    assert report["cause"] == "shared-forward"
+
+
+def test_double_traversal_reported_in_json_and_as_warning(reports):
+    lines, _ = expected("double_traversal.py")
+    process, report = reports["double_traversal.py"]
+    assert process.returncode == 0
+    assert report["error"] is None and report["cause"] is None
+    (entry,) = report["double_traversals"]
+    assert entry["first"]["line"] == lines["first"][0]
+    assert entry["second"]["line"] == lines["second"][0]
+    assert (entry["first"]["call"], entry["second"]["call"]) == (1, 2)
+    assert process.stderr.count("warning:") == 1
+    assert diagnose.ISSUE_13494 in process.stderr
+
+
+def test_clean_run_json_has_the_fixed_shape(reports):
+    process, report = reports["clean.py"]
+    assert process.returncode == 0 and process.stderr == ""
+    assert report == {
+        "torch": report["torch"],
+        "error": None,
+        "cause": None,
+        "raised": None,
+        "freed_by": None,
+        "node": None,
+        "fix": None,
+        "checker": None,
+        "double_traversals": [],
+    }
+    import torch
+
+    assert report["torch"] == torch.__version__
+
+
+def test_clean_script_prints_the_same_numbers_and_exit_status():
+    script = relative("clean.py")
+    plain = run([sys.executable, script, "3"])
+    under = run([*MODULE, script, "3"])
+    assert plain.returncode == under.returncode == 3
+    assert under.stdout == plain.stdout
+    assert "['3']" in plain.stdout and plain.stdout.count("\n") == 21
+    assert under.stderr == plain.stderr == ""
+
+
+def test_other_exception_keeps_its_own_traceback(tmp_path):
+    script = tmp_path / "broken.py"
+    script.write_text(
+        "import torch\n\n\ndef load(path):\n    return open(path).read()\n\n\n"
+        "print((torch.ones(2) * 2).tolist())\nload('no/such/file.txt')\n"
+    )
+    plain = run([sys.executable, str(script)])
+    under = run([*MODULE, str(script)])
+    assert plain.returncode == under.returncode == 1
+    assert under.stdout == plain.stdout == "[2.0, 2.0]\n"
+    assert under.stderr == plain.stderr
+    assert "FileNotFoundError" in plain.stderr
+
+
+def test_inplace_error_is_torchs_own(tmp_path):
+    # Saved-tensor hooks switch off torch's in-place check; the diagnoser restores it, with
+    # torch's exact text (a saved output, a saved intermediate, a saved leaf).
+    script = tmp_path / "inplace.py"
+    script.write_text(
+        "import torch\n"
+        "x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)\n"
+        "for make in ('output', 'middle', 'leaf'):\n"
+        "    try:\n"
+        "        if make == 'output':\n"
+        "            y = x.exp(); y.add_(1); y.sum().backward()\n"
+        "        elif make == 'middle':\n"
+        "            y = x * 2; z = y * y; y.add_(1); z.sum().backward()\n"
+        "        else:\n"
+        "            b = torch.ones(2, 3); w = b * x; b.add_(1); w.sum().backward()\n"
+        "    except RuntimeError as exc:\n"
+        "        print(exc)\n"
+        "y = x.sigmoid(); y.mul_(2); y.sum().backward()\n"
+    )
+    plain = run([sys.executable, str(script)])
+    under = run([*MODULE, str(script)])
+    assert plain.stdout.count("modified by an inplace operation") == 3
+    assert under.stdout == plain.stdout
+    assert under.returncode == plain.returncode == 1
+    assert under.stderr == plain.stderr
+
+
+def test_torch_func_transforms_run_unchanged(tmp_path):
+    script = tmp_path / "func.py"
+    script.write_text(
+        "import torch\n"
+        "x = torch.tensor([0.5, 1.0, 2.0], requires_grad=True)\n"
+        "print(torch.func.grad(lambda a: a.exp().sum())(x).tolist())\n"
+        "print(torch.func.jacrev(torch.sin)(x).diagonal().tolist())\n"
+        "print(torch.vmap(torch.cos)(x.detach()).tolist())\n"
+        "(x * x).sum().backward()\n"
+        "print(x.grad.tolist())\n"
+    )
+    plain = run_here([str(script)], plain=True)
+    under = run_here([str(script)])
+    assert plain.returncode == under.returncode == 0
+    assert under.stdout == plain.stdout
+    assert under.stderr == diagnose.PREFIX + "not recording inside torch.func transforms\n"
+
+
+def test_script_runs_as_main_with_its_argv_and_folder(tmp_path):
+    (tmp_path / "helper_module.py").write_text("VALUE = 'found beside the script'\n")
+    script = tmp_path / "show.py"
+    script.write_text(
+        "import sys\nimport helper_module\n"
+        "print(__name__, sys.argv, helper_module.VALUE)\n"
+        "print(__file__ == sys.argv[0] or __file__.endswith(sys.argv[0]))\n"
+    )
+    under = run_here([str(script), "-x", "--json", "y"])
+    assert under.returncode == 0, under.stderr
+    assert under.stdout == (
+        f"__main__ {[str(script), '-x', '--json', 'y']} found beside the script\nTrue\n"
+    )
+
+
+def test_missing_script_one_line_exit_2(tmp_path):
+    process = run_here(["--json", str(tmp_path / "r.json"), "missing/train.py"])
+    assert process.returncode == 2
+    assert process.stderr == "missing/train.py: no such script, nothing was run\n"
+    assert process.stdout == ""
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_no_script_prints_usage_exit_2():
+    process = run_here([])
+    assert (process.returncode, process.stderr) == (2, diagnose.USAGE + "\n")
+
+
+def test_copied_file_runs_on_its_own(tmp_path):
+    copy = tmp_path / "diagnose.py"
+    copy.write_text(Path(diagnose.__file__).read_text(encoding="utf-8"), encoding="utf-8")
+    out = tmp_path / "r.json"
+    process = subprocess.run(
+        [sys.executable, str(copy), "--json", str(out), relative("gan.py")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert process.returncode == 1
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["cause"] == "shared-forward"
+    assert report["raised"]["line"] == expected("gan.py")[0]["raises"][0]
+
+
+def test_report_for_runs_a_script_and_returns_its_report():
+    report = diagnose.report_for(relative("multitask.py"), cwd=ROOT)
+    assert report["cause"] == "shared-forward"
+    assert report["node"]["line"] == expected("multitask.py")[0]["forward"][0]
+
+
+def test_context_manager_reports_in_process(tmp_path, capsys):
+    import torch
+
+    out = tmp_path / "r.json"
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError) as caught, diagnose.diagnose(json_path=str(out)):
+        loss = (x * x).sum()  # the forward line
+        loss.backward()
+        loss.backward()
+    report = json.loads(out.read_text(encoding="utf-8"))
+    here = Path(__file__).read_text().splitlines()
+    assert here[report["node"]["line"] - 1].strip().endswith("# the forward line")
+    assert report["raised"]["line"] == report["freed_by"]["line"] + 1
+    assert report["cause"] == "same-loss-twice"
+    assert capsys.readouterr().err == diagnose.format_report(report) + "\n"
+    if hasattr(caught.value, "add_note"):
+        assert caught.value.__notes__ == [diagnose.format_report(report)]
+    assert torch.autograd.backward.__module__ == "torch.autograd"
+
+
+@pytest.mark.parametrize(
+    "python", [p for p in os.environ.get("DIAGNOSE_PYTHONS", "").split(os.pathsep) if p]
+)
+def test_cases_under_other_torch(python):
+    # DIAGNOSE_PYTHONS=/path/to/torch-2.0.1/bin/python:... runs every case with that torch.
+    for name in RAISING:
+        lines, headers = expected(name)
+        report = diagnose.report_for(relative(name), python=python, cwd=ROOT)
+        assert report["cause"] == headers["cause"], name
+        assert report["raised"]["line"] == lines["raises"][0], name
+        assert report["freed_by"]["line"] == lines["frees"][0], name
+        assert report["node"]["line"] == lines["forward"][0], name
