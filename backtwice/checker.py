@@ -212,6 +212,27 @@ def grads_sentence(run: LoopRun):
     return text
 
 
+def tempting_sentence(run: LoopRun):
+    """Say what the tempting fix did to training, from its captured gradients."""
+    if run.tempting is None:
+        return None
+    fixed = {g.name for s in run.fix.steps for g in s.grads if g.norm is not None}
+    never = sorted(
+        name
+        for name in fixed
+        if all(g.norm is None for s in run.tempting.steps for g in s.grads if g.name == name)
+    )
+    steps = len(run.tempting.steps)
+    if not never:
+        return (
+            f"Detaching it instead ran {plural(steps, 'step')}, every parameter getting a gradient."
+        )
+    return (
+        f"Detaching it instead ran all {steps} steps without an error, but {', '.join(never)}"
+        f" got no gradient at any step (its .grad stayed None): it silently stopped training."
+    )
+
+
 def verdict(run: LoopRun):
     """Derive the verdict from the captured facts."""
     if run.raised is not None:
@@ -352,6 +373,7 @@ def build(loops):
             "outcome": ref(outcome),
             "grads": ref(grads_sentence(run)),
             "fix": ref(fix_text),
+            "tempting": ref(tempting_sentence(run)),
             "diff": [[kind, ref(text)] for kind, text in diff_lines(run.source, run.fix.source)],
             "fixed": ref(f"With the fix, the loop {steps_sentence(run.fix.steps)}."),
             "section": section_of(run, v.kind),

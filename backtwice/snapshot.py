@@ -112,10 +112,10 @@ class Step:
 
 @dataclass(frozen=True)
 class FixedRun:
-    """The loop an expert writes instead (repro/loop.py fix()), run and measured."""
+    """A fixed loop (repro/loop.py fix() or tempting()), run and measured."""
 
     key: str
-    """Its key: 'fixed-...' (see repro/loop.py)."""
+    """Its key: 'fixed-...' or 'tempting-...' (see repro/loop.py)."""
     source: str
     """Its source, exactly as it ran."""
     raised: Raised | None
@@ -152,6 +152,8 @@ class LoopRun:
     """The steps that completed, as measured."""
     fix: FixedRun
     """The fixed loop and what it did."""
+    tempting: FixedRun | None
+    """A fix people try that runs but trains something else (repro/loop.py tempting()), or None."""
 
 
 @dataclass(frozen=True)

@@ -86,6 +86,17 @@ def fix(answers):
     return Answers("fixed", FIXED_CALLS[answers.calls], reach, retain)
 
 
+def tempting(answers):
+    """Return the answers of a fix people try that runs but trains something else, or None.
+
+    Detaching a tensor computed before the loop, the advice for carried state, runs without
+    error; the capture shows which parameters then stop getting gradients.
+    """
+    if answers.reach == "before" and not answers.fixed:
+        return Answers("tempting", "one", "before-detached", "none")
+    return None
+
+
 class _Lines:
     """Source lines with tags, so the builder can say which line does what."""
 
@@ -148,6 +159,8 @@ def _before_loop(a, out):
             "weight = encoder.weight / encoder.weight.norm(dim=1, keepdim=True)  # normalised once",
             "forward",
         )
+    elif a.reach == "before-detached":
+        out.add("weight = (encoder.weight / encoder.weight.norm(dim=1, keepdim=True)).detach()")
     elif a.reach.startswith("total"):
         out.add("running_loss = 0.0")
     elif a.reach.startswith("kept"):
@@ -181,7 +194,7 @@ def _features(a, out):
     if a.reach.startswith("lstm"):
         out.add("    h, c = cell(x, (h, c))", "forward")
         return "h"
-    if a.reach == "before":
+    if a.reach in ("before", "before-detached"):
         out.add("    feat = torch.tanh(x @ weight.T + encoder.bias)")
         return "feat"
     if a.reach == "inside":

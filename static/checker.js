@@ -79,6 +79,7 @@
     entry(list, "What it did", text(r.outcome));
     entry(list, "Gradients", text(r.grads));
     entry(list, "The fix", text(r.fix));
+    entry(list, "Why not detach it", text(r.tempting));
     box.appendChild(list);
     var pre = el("pre", "diff");
     pre.setAttribute("aria-label", "The loop, with the fix: lines starting - are removed, + are added");

@@ -63,6 +63,7 @@ def assert_result(page, data, key):
         ("What it did", "outcome"),
         ("Gradients", "grads"),
         ("The fix", "fix"),
+        ("Why not detach it", "tempting"),
     ):
         dd = box.locator(f"dt:text-is('{term}') + dd")
         if result[field] is None:
@@ -193,6 +194,9 @@ def test_every_preset_shows_its_case_and_the_experts_fix(
     assert not any("retain_graph=True" in line for line in added)
     if name == "A tensor computed before the loop":
         assert not any("detach" in line for line in added)
+        expect(page.locator("#result dt:text-is('Why not detach it') + dd")).to_contain_text(
+            "encoder.weight got no gradient at any step"
+        )
     if name.startswith("Added retain_graph"):
         expect(page.locator("#result h3")).to_contain_text("modified by an inplace operation")
 

@@ -2,6 +2,7 @@
 
 import re
 import sys
+import warnings
 
 import pytest
 import torch
@@ -214,6 +215,21 @@ def test_every_fix_ran_without_raising_with_its_optimizer_stepping(loops, answer
 
 
 @pytest.mark.parametrize("answers", ALL, ids=ids)
+def test_detaching_a_tensor_computed_before_the_loop_stops_its_parameter_training(loops, answers):
+    run = loops[answers.key]
+    if answers.reach != "before":
+        assert run.tempting is None and loop.tempting(answers) is None
+        return
+    assert run.tempting.source == loop.build_loop(loop.tempting(answers))
+    assert ".detach()" in run.tempting.source and run.tempting.raised is None
+    weight = [[g.norm for g in s.grads if g.name == "encoder.weight"] for s in run.tempting.steps]
+    assert weight == [[None]] * loop.STEPS
+    fixed = [[g.norm for g in s.grads if g.name == "encoder.weight"] for s in run.fix.steps]
+    assert all(norm > 0 for (norm,) in fixed)
+    assert "encoder.weight got no gradient at any step" in checker.tempting_sentence(run)
+
+
+@pytest.mark.parametrize("answers", ALL, ids=ids)
 def test_loop_ran_as_built_and_verdict_follows_from_the_run(loops, answers):
     run = loops[answers.key]
     assert run.source == loop.build_loop(answers)
@@ -318,3 +334,37 @@ def test_gradients_compared_over_all_steps():
     missing = (step(1, a=1.0, b=None),)
     assert checker.compare_grads(missing, fixed) == ([(1, "different for b")], 1)
     assert checker.compare_grads(fixed, fixed) == ([(1, "equal"), (2, "equal")], None)
+
+
+INPLACE_CASES = {
+    "sigmoid output": "w = torch.ones(3, requires_grad=True)\ns = torch.sigmoid(w)\ny = s * 2\ns.mul_(2)\n",
+    "a leaf": "w = torch.ones(2, 3, requires_grad=True)\nv = torch.ones(2, 3)\ny = w * v\nv.add_(1)\n",
+    "a view": "x = torch.ones(2, 3, requires_grad=True)\nb = (x * 1).exp()\nr = b[0]\ny = r * r\nb.add_(1)\n",
+}
+
+
+@pytest.mark.parametrize("anomaly", [False, True])
+@pytest.mark.parametrize("case", sorted(INPLACE_CASES))
+def test_saved_tensor_counter_keeps_the_inplace_check(case, anomaly):
+    """SavedTensors (repro/support.py) raises what plain torch raises for a modified saved tensor."""
+    sys.path.insert(0, str(REPRO))
+    try:
+        import support
+    finally:
+        sys.path.remove(str(REPRO))
+    messages = []
+    for counted in (False, True):
+        namespace = {"torch": torch}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with torch.autograd.set_detect_anomaly(anomaly):
+                if counted:
+                    with support.SavedTensors():
+                        exec(INPLACE_CASES[case], namespace)
+                else:
+                    exec(INPLACE_CASES[case], namespace)
+                with pytest.raises(RuntimeError) as raised:
+                    namespace["y"].sum().backward()
+        messages.append(str(raised.value))
+    assert "modified by an inplace operation" in messages[0]
+    assert messages[1] == messages[0]
