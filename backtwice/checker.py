@@ -42,7 +42,9 @@ QUESTIONS = (
     (
         "reach",
         "What does this step's forward pass use from an earlier step?",
-        "A tensor that still has a grad_fn from an earlier step, or from before the loop.",
+        "A tensor that still has a grad_fn from an earlier step, or from before the loop. On the"
+        " first step there is no earlier step yet: fix that error first, and if a later step then"
+        " raises, answer again.",
         (
             ("nothing", "Nothing: every step starts from fresh data"),
             ("rnn", "An RNN or GRU hidden state, not detached"),
@@ -59,7 +61,7 @@ QUESTIONS = (
     (
         "retain",
         "Did you add retain_graph=True or create_graph=True?",
-        "Many people add retain_graph=True because the message suggests it; say so if you did.",
+        "If you added retain_graph=True because the message suggests it, say so here.",
         (
             ("none", "Neither"),
             ("retain", "retain_graph=True on the first backward or grad call"),
@@ -90,10 +92,9 @@ PRESETS = (
 EDITS = {
     ("calls", "twice"): "drop the second backward() call",
     ("calls", "shared"): "add the losses and call backward() once on the sum",
-    ("calls", "gan"): "give the discriminator's loss D(fake.detach()), so its backward stops "
-    "before the generator; the generator's loss keeps D(fake)",
-    ("calls", "grad"): "pass create_graph=True to autograd.grad, so the penalty is part of the "
-    "graph the final backward() walks",
+    ("calls", "gan"): "give the discriminator's loss D(fake.detach()); the generator's loss "
+    "keeps D(fake)",
+    ("calls", "grad"): "pass create_graph=True to autograd.grad",
     ("reach", "rnn"): "detach the hidden state at the step boundary",
     ("reach", "lstm"): "detach both h and c at the step boundary",
     ("reach", "before"): "compute the tensor inside the loop, from the parameters as they are now",
@@ -239,8 +240,8 @@ def verdict(run: LoopRun):
         if INPLACE in run.raised.message:
             return Verdict(
                 "inplace",
-                f"Gets past the first error, then raises another error on step {run.raised_step},"
-                f" {_where(run)}: {first_clause(run.raised.message)}.",
+                f"Raises a different error on step {run.raised_step}, {_where(run)}:"
+                f" {first_clause(run.raised.message)}.",
             )
         return Verdict(
             "raises",
