@@ -185,6 +185,7 @@ class Measure:
         self.for_line = for_line
         self.steps = {}
         self.names = None
+        self.grads_at_boundary = False
 
     def step(self):
         number = self.namespace.get("step")
@@ -194,19 +195,30 @@ class Measure:
         self.step()["depths"].append(graph_depth(root))
 
     def optimizer_steps(self, optimizer, args, kwargs):
+        self.record_grads(p for group in optimizer.param_groups for p in group["params"])
+
+    def record_grads(self, params):
         import torch
 
         if self.names is None:
             self.names = {}
-            for var, module in sorted(self.namespace.items()):
+            for var, module in sorted(self.namespace.items(), key=lambda item: item[0]):
                 if isinstance(module, torch.nn.Module):
                     for name, param in module.named_parameters():
                         self.names[id(param)] = f"{var}.{name}"
         grads = self.step()["grads"]
-        for group in optimizer.param_groups:
-            for param in group["params"]:
-                norm = None if param.grad is None else float(f"{param.grad.norm().item():.6g}")
-                grads[self.names.get(id(param), "?")] = norm
+        for param in params:
+            norm = None if param.grad is None else float(f"{param.grad.norm().item():.6g}")
+            grads[self.names.get(id(param), "?")] = norm
+
+    def optimized(self):
+        """The parameters of every optimizer among the loop's variables."""
+        import torch
+
+        for value in list(self.namespace.values()):
+            if isinstance(value, torch.optim.Optimizer):
+                for group in value.param_groups:
+                    yield from group["params"]
 
     def trace(self, frame, event, arg):
         if frame.f_code.co_filename != self.filename:
@@ -216,6 +228,8 @@ class Measure:
     def trace_line(self, frame, event, arg):
         if event == "line" and frame.f_lineno == self.for_line and "step" in self.namespace:
             self.step()["saved"] = saved_alive(self.namespace)
+            if self.grads_at_boundary:
+                self.record_grads(self.optimized())
         return self.trace_line
 
     def completed(self):
@@ -263,10 +277,13 @@ def execute_loop(job, anomaly=False, measure=False):
         torch.Tensor.backward, torch.autograd.grad = measured_backward, measured_grad
         undo.append(lambda: setattr(torch.Tensor, "backward", backward))
         undo.append(lambda: setattr(torch.autograd, "grad", grad))
-        from torch.optim.optimizer import register_optimizer_step_pre_hook
-
-        hook = register_optimizer_step_pre_hook(recorder.optimizer_steps)
-        undo.append(hook.remove)
+        try:
+            from torch.optim.optimizer import register_optimizer_step_pre_hook
+        except ImportError:  # torch before 2.0: gradients are read at the step boundary
+            recorder.grads_at_boundary = True
+        else:
+            hook = register_optimizer_step_pre_hook(recorder.optimizer_steps)
+            undo.append(hook.remove)
         sys.settrace(recorder.trace)
         undo.append(lambda: sys.settrace(None))
     error = None

@@ -50,7 +50,8 @@ def modified_message(saved):
         made_by = (tensor.output_nr, tensor.grad_fn.name())
     if made_by is not None:
         output, name = made_by
-        text += f", which is output {output} of {name.removesuffix('Backward0')},"
+        name = name[: -len("Backward0")] if name.endswith("Backward0") else name
+        text += f", which is output {output} of {name},"
     text += f" is at version {tensor._version}; expected version {saved.version} instead. Hint: "
     if torch.is_anomaly_enabled():
         return text + (
