@@ -12,12 +12,17 @@
 
   function text(i) { return i === null ? null : data.strings[i]; }
 
-  function inputs(name) { return form.querySelectorAll("input[name='" + name + "']"); }
+  var INPUTS = {};
+  NAMES.forEach(function (n) {
+    INPUTS[n] = Array.prototype.slice.call(form.querySelectorAll("input[name='" + n + "']"));
+  });
+
+  function inputs(name) { return INPUTS[name]; }
 
   function answers() {
     return NAMES.map(function (n) {
-      var checked = form.querySelector("input[name='" + n + "']:checked");
-      return checked ? checked.value : null;
+      for (var i = 0; i < INPUTS[n].length; i++) if (INPUTS[n][i].checked) return INPUTS[n][i].value;
+      return null;
     });
   }
 
