@@ -20,6 +20,8 @@ from .snapshot import (
     SCHEMA,
     Anomaly,
     Environment,
+    FixedRun,
+    Grad,
     LoopRun,
     Output,
     Raised,
@@ -54,17 +56,21 @@ def scenario_jobs(scenarios):
 
 
 def loop_jobs(builder, repro):
-    """Make a job of each of the checker's 16 loops."""
+    """Make a job of each of the checker's loops and of each distinct fixed loop."""
     where = str(Path(repro) / manifest.LOOP_BUILDER)
+    answers = builder.all_answers()
+    fixes = {builder.fix(a).key: builder.fix(a) for a in answers}
+    fixes.update({t.key: t for t in map(builder.tempting, answers) if t is not None})
     return [
         Job(
-            f"loop {a.key}",
+            f"{kind} {a.key}",
             f"<loop {a.key}>",
             builder.build_loop(a),
             manifest.DEFAULT_TIMEOUT,
             where,
         )
-        for a in builder.all_answers()
+        for kind, group in (("loop", answers), ("fix", fixes.values()))
+        for a in group
     ]
 
 
@@ -255,38 +261,70 @@ def scenario_run(scenario, result):
     return ScenarioRun(scenario.expect, _raised(result), _anomaly(result), _outputs(result))
 
 
-def loop_steps(outputs):
-    """Read the loop's per-step print: step N depth D grad G saved S."""
-    steps = []
-    for output in outputs:
-        fields = dict(zip(output.values[0::2], output.values[1::2], strict=False))
-        steps.append(Step(fields["step"], fields["depth"], fields["grad"], fields["saved"]))
-    return tuple(steps)
-
-
-def loop_run(answers, fixed_key, job, result):
-    """Record one checker loop, with the step and the call that raised."""
-    raised = _raised(result)
-    steps = loop_steps(_outputs(result))
-    raised_step = raised_call = None
-    if raised is not None and raised.line is not None:
-        raised_step = len(steps) + 1
-        lines = job.source.splitlines()[: raised.line]
-        raised_call = sum(
-            ".backward(" in line for line in lines if line.lstrip().startswith(("loss",))
+def loop_steps(result):
+    """Read the measured steps of a loop's result."""
+    return tuple(
+        Step(
+            s["step"],
+            tuple(s["depths"]),
+            s["saved"],
+            tuple(Grad(g["name"], g["norm"]) for g in s["grads"]),
         )
+        for s in result["steps"]
+    )
+
+
+def check_agreement(job, result):
+    """Stop unless the plain and the measuring run raised alike: same step, line and text."""
+    plain, measured = result["raised"], result["measured_raised"]
+    same = (plain is None) == (measured is None)
+    if same and plain is not None:
+        same = (plain["type"], plain["message"], plain["line"], result["raised_step"]) == (
+            measured["type"],
+            measured["message"],
+            measured["line"],
+            measured["step"],
+        )
+    if not same:
+        raise CaptureError(
+            job.where,
+            f"{job.id}: measuring changed what it did ({plain and plain['message']!r} plain, "
+            f"{measured and measured['message']!r} measured); fix the measurement in backtwice/harness.py",
+        )
+
+
+def fixed_run(job, result):
+    """Record a fixed loop; stop if it raised or its optimizer did not step every step."""
+    check_agreement(job, result)
+    raised = _raised(result)
+    steps = loop_steps(result)
+    if raised is not None:
+        raise CaptureError(
+            job.where,
+            f"the fixed loop {job.id[4:]} raised {raised.type}: {raised.message}; change fix() in repro/loop.py",
+        )
+    if not steps or any(not s.grads for s in steps):
+        raise CaptureError(
+            job.where, f"the fixed loop {job.id[4:]} did not step an optimizer every step"
+        )
+    return FixedRun(job.id[4:], job.source, raised, steps)
+
+
+def loop_run(answers, fixed, tempting, job, result):
+    """Record one checker loop: plain verdict, step and text, measured steps, and its fix."""
+    check_agreement(job, result)
     return LoopRun(
+        answers.when,
         answers.calls,
+        answers.reach,
         answers.retain,
-        answers.carried,
-        answers.summed,
         job.source,
-        raised,
+        _raised(result),
         _anomaly(result),
-        raised_step,
-        raised_call,
-        steps,
-        fixed_key,
+        result["raised_step"],
+        loop_steps(result),
+        fixed,
+        tempting,
     )
 
 
@@ -304,18 +342,22 @@ def capture(repro, python=None, say=print, today=None):
     loops = {}
     if builder is not None:
         by_id = {job.id: job for job in jobs}
+        fixes = {}
         for answers in builder.all_answers():
-            fixed = builder.fix(answers)
+            keys = [builder.fix(answers).key]
+            tempting = builder.tempting(answers)
+            keys += [tempting.key] if tempting is not None else []
+            for key in keys:
+                if key not in fixes:
+                    fixes[key] = fixed_run(by_id[f"fix {key}"], results[f"fix {key}"])
+            job = by_id[f"loop {answers.key}"]
             loops[answers.key] = loop_run(
-                answers, fixed.key, by_id[f"loop {answers.key}"], results[f"loop {answers.key}"]
+                answers,
+                fixes[keys[0]],
+                fixes.get(keys[-1]) if tempting else None,
+                job,
+                results[job.id],
             )
-        for key, run in loops.items():
-            fixed = loops[run.fix]
-            if fixed.raised is not None:
-                raise CaptureError(
-                    by_id[f"loop {key}"].where,
-                    f"the fix for loop {key} (loop {run.fix}) raised: {fixed.raised.message}; change fix() in repro/loop.py",
-                )
     today = today or datetime.datetime.now(datetime.UTC).date().isoformat()
     environment = Environment(
         env["torch"],

@@ -1,83 +1,118 @@
-"""The checker's data: for each of the 16 answer combinations, what its loop did, in words.
+"""The checker's data: for each answer combination, what its loop did, in words.
 
-Every sentence here is derived from captured facts by the same rules for all combinations; the
-page's script only looks the result up.
+Every sentence that states what a loop did is derived from its captured runs by the same rules
+for all combinations; the page's script only looks the result up.
 """
 
 import difflib
 from dataclasses import dataclass
 
-from .snapshot import LoopRun
+from .snapshot import LoopRun, Step
+
+OTHER = ("other", "None of these fits")
 
 QUESTIONS = (
     (
+        "when",
+        "When does the error appear?",
+        "Run a few steps and look at the traceback.",
+        (
+            ("first", "On the first training step"),
+            ("later", "On a later step (the second, usually)"),
+            (
+                "saved",
+                "When code reads a saved tensor after backward (grad_fn._saved_..., a graph viewer)",
+            ),
+            OTHER,
+        ),
+    ),
+    (
         "calls",
-        "How many backward() or autograd.grad() calls reach the same graph in one step?",
-        "Count the calls that run between two forward passes, including any inside helpers.",
-        (("1", "One"), ("2", "Two")),
+        "What backward calls does one step make?",
+        "Count every backward() and torch.autograd.grad() between two forward passes, helpers included.",
+        (
+            ("one", "One backward() on one loss"),
+            ("twice", "backward() twice on the same loss"),
+            ("shared", "Two losses that share part of the forward pass, backward() on each"),
+            ("gan", "A GAN: the discriminator's backward, then the generator's"),
+            ("grad", "torch.autograd.grad (a gradient penalty), then backward()"),
+            OTHER,
+        ),
+    ),
+    (
+        "reach",
+        "What does this step's forward pass use from an earlier step?",
+        "A tensor that still has a grad_fn from an earlier step, or from before the loop. On the"
+        " first step there is no earlier step yet: fix that error first, and if a later step then"
+        " raises, answer again.",
+        (
+            ("nothing", "Nothing: every step starts from fresh data"),
+            ("rnn", "An RNN or GRU hidden state, not detached"),
+            ("lstm", "An LSTM state: h is detached, c is not"),
+            (
+                "before",
+                "A tensor computed once before the loop from parameters (a normalised weight, a cached embedding)",
+            ),
+            ("total", "A running total of the loss, and backward() on the total"),
+            ("kept", "Outputs kept across steps in a list or replay buffer"),
+            OTHER,
+        ),
     ),
     (
         "retain",
-        "Does the first of those calls pass retain_graph=True?",
-        "Search the step for retain_graph; a helper may pass it for you.",
-        (("no", "No"), ("yes", "Yes")),
-    ),
-    (
-        "carried",
-        "Is a tensor carried from one step to the next without detach()?",
-        "A hidden state, running statistic or previous output reused in the next step's forward pass.",
-        (("no", "No (none, or detached)"), ("yes", "Yes, carried without detach")),
-    ),
-    (
-        "summed",
-        "Are the losses summed into one tensor before backward?",
-        "loss = loss_a + loss_b before calling backward, rather than calling it on each.",
-        (("no", "No"), ("yes", "Yes")),
+        "Did you add retain_graph=True or create_graph=True?",
+        "If you added retain_graph=True because the message suggests it, say so here.",
+        (
+            ("none", "Neither"),
+            ("retain", "retain_graph=True on the first backward or grad call"),
+            ("create", "create_graph=True on torch.autograd.grad"),
+            OTHER,
+        ),
     ),
 )
 
+NAMES = tuple(q[0] for q in QUESTIONS)
+
+# Each preset: its name, the loop that is that case, and the page section that explains it.
 PRESETS = (
-    ("Backward twice on one loss", "2nny"),
-    ("RNN state not detached", "1nyn"),
-    ("Two losses on one forward", "2nnn"),
-    ("Losses summed", "1nny"),
-    ("retain_graph=True", "1ynn"),
-    ("RNN state detached", "1nnn"),
-    ("GAN without detach", "2nnn"),
+    ("Backward twice on one loss", "first-twice-nothing-none", "cause-1"),
+    ("RNN hidden state not detached", "later-one-rnn-none", "cause-2"),
+    ("LSTM with only h detached", "later-one-lstm-none", "cause-2"),
+    ("A tensor computed before the loop", "later-one-before-none", "cause-2"),
+    ("Running total of the loss", "later-one-total-none", "cause-2"),
+    ("Outputs kept in a list", "later-one-kept-none", "cause-2"),
+    ("Two losses on one forward pass", "first-shared-nothing-none", "cause-3"),
+    ("GAN without detach", "first-gan-nothing-none", "cause-4"),
+    ("Gradient penalty with autograd.grad", "first-grad-nothing-none", "grad"),
+    ("Reading saved tensors after backward", "saved-one-nothing-none", "saved"),
+    ("Added retain_graph=True, now an in-place error", "later-one-rnn-retain", "inplace"),
 )
 
-DEFAULT = "1nnn"
+# The expert's edit for each answer that the fix changes (the diff below it shows the lines).
+EDITS = {
+    ("calls", "twice"): "drop the second backward() call",
+    ("calls", "shared"): "add the losses and call backward() once on the sum",
+    ("calls", "gan"): "give the discriminator's loss D(fake.detach()); the generator's loss "
+    "keeps D(fake)",
+    ("calls", "grad"): "pass create_graph=True to autograd.grad",
+    ("reach", "rnn"): "detach the hidden state at the step boundary",
+    ("reach", "lstm"): "detach both h and c at the step boundary",
+    ("reach", "before"): "compute the tensor inside the loop, from the parameters as they are now",
+    ("reach", "total"): "call backward() on the step's loss and add loss.item() to the total",
+    (
+        "reach",
+        "kept",
+    ): "keep the inputs, not the outputs, and run the forward pass on them each step",
+    ("when", "saved"): "read what you need before backward() frees it",
+    ("retain", "retain"): "drop retain_graph=True",
+}
+
+INPLACE = "modified by an inplace operation"
 
 
 def fragment(key):
     """The URL fragment that selects a combination."""
-    yes = {"y": "yes", "n": "no"}
-    return f"calls={key[0]}&retain={yes[key[1]]}&carried={yes[key[2]]}&summed={yes[key[3]]}"
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The checker's answer for one combination."""
-
-    kind: str
-    """'raises', 'costs' or 'runs'."""
-    headline: str
-    """One sentence: what the loop did."""
-
-
-def _ratio(run, fixed):
-    if not run.steps or not fixed.steps or fixed.steps[0].grad == 0:
-        return None
-    return run.steps[0].grad / fixed.steps[0].grad
-
-
-def gradient_words(ratio):
-    """Describe a gradient relative to the fixed loop's."""
-    if abs(ratio - 1) < 1e-4:
-        return "equal to the fixed loop's"
-    if abs(ratio - 2) < 1e-4:
-        return "doubled: twice the fixed loop's"
-    return f"{ratio:.3g} times the fixed loop's"
+    return "&".join(f"{name}={value}" for name, value in zip(NAMES, key.split("-"), strict=True))
 
 
 def plural(count, noun):
@@ -85,76 +120,196 @@ def plural(count, noun):
     return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
-def costs_of(run: LoopRun, fixed: LoopRun):
-    """List what a loop that runs costs or breaks, from its steps."""
+def call_of(code):
+    """The call a source line makes, without its comment: 'loss.backward()'."""
+    return code.split("  #")[0].strip()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The checker's answer for one combination."""
+
+    kind: str
+    """'raises' (this error), 'inplace' (the in-place error), 'costs' or 'runs'."""
+    headline: str
+    """One sentence: what the loop did."""
+
+
+def _where(run):
+    code = call_of(run.raised.code or "")
+    if ".backward(" in code or "autograd.grad(" in code:
+        return f"at {code}"
+    return f"when {code} reads a saved tensor"
+
+
+def first_clause(message):
+    """The message up to its first full stop, parenthesis or colon."""
+    cuts = [i for i in (message.find(". "), message.find(" ("), message.find(": ")) if i > 0]
+    return message[: min(cuts)] if cuts else message.rstrip(".")
+
+
+def _same(a, b):
+    return abs(a - b) <= 1e-4 * max(abs(a), abs(b), 1e-12)
+
+
+def compare_grads(steps, fixed_steps):
+    """Compare per-parameter gradients with the fixed loop's, step by step.
+
+    Returns (per-step words, first step that differs or None).
+    """
+    words, first_diff = [], None
+    for mine, theirs in zip(steps, fixed_steps, strict=False):
+        a = {g.name: g.norm for g in mine.grads}
+        b = {g.name: g.norm for g in theirs.grads}
+        if a == b or all(
+            a.get(n) is not None and b.get(n) is not None and _same(a[n], b[n]) for n in b
+        ):
+            words.append((mine.step, "equal"))
+            continue
+        first_diff = first_diff or mine.step
+        ratios = {
+            round(a[n] / b[n], 4) for n in b if a.get(n) is not None and b.get(n) not in (None, 0)
+        }
+        paired = set(a) == set(b) and all((a[n] is None) == (b[n] is None) for n in b)
+        if len(ratios) == 1 and paired:
+            words.append((mine.step, f"{ratios.pop():g} times"))
+        else:
+            differ = sorted(
+                n for n in b if a.get(n) is None or b[n] is None or not _same(a[n], b[n])
+            )
+            what = (
+                "all different" if len(differ) == len(b) else "different for " + ", ".join(differ)
+            )
+            words.append((mine.step, what))
+    return words, first_diff
+
+
+def grads_sentence(run: LoopRun):
+    """Say how the loop's gradients compare with the fixed loop's over all steps it ran."""
+    words, first_diff = compare_grads(run.steps, run.fix.steps)
+    if not words:
+        return None
+    if first_diff is None:
+        return f"Every parameter's gradient equals the fixed loop's at {'the' if len(words) == 1 else 'each of the'} {plural(len(words), 'step')} it ran."
+    groups = []
+    for step, what in words:
+        if groups and groups[-1][2] == what and groups[-1][1] == step - 1:
+            groups[-1][1] = step
+        else:
+            groups.append([step, step, what])
+    parts = "; ".join(
+        f"step {a}: {what}" if a == b else f"steps {a} to {b}: {what}" for a, b, what in groups
+    )
+    text = f"Gradients compared with the fixed loop's, step by step: {parts}."
+    depths = [max(s.depths) for s in run.steps]
+    if first_diff > 1 and len(depths) > 1 and depths[-1] > depths[0]:
+        text += (
+            f" Step 1 is equal; from step {first_diff} this loop backpropagates into earlier steps"
+            " (its graph depth grows), which the fix cuts off: truncating the history changes"
+            " what is learned."
+        )
+    elif first_diff == 1 and words[0][1].endswith("times"):
+        text += " After step 1 the parameters differ too, since each step's update used those gradients."
+    return text
+
+
+def tempting_sentence(run: LoopRun):
+    """Say what the tempting fix did to training, from its captured gradients."""
+    if run.tempting is None:
+        return None
+    fixed = {g.name for s in run.fix.steps for g in s.grads if g.norm is not None}
+    never = sorted(
+        name
+        for name in fixed
+        if all(g.norm is None for s in run.tempting.steps for g in s.grads if g.name == name)
+    )
+    steps = len(run.tempting.steps)
+    if not never:
+        return (
+            f"Detaching it instead ran {plural(steps, 'step')}, every parameter getting a gradient."
+        )
+    return (
+        f"Detaching it instead ran all {steps} steps without an error, but {', '.join(never)}"
+        f" got no gradient at any step (its .grad stayed None): it silently stopped training."
+    )
+
+
+def verdict(run: LoopRun):
+    """Derive the verdict from the captured facts."""
+    if run.raised is not None:
+        if INPLACE in run.raised.message:
+            return Verdict(
+                "inplace",
+                f"Raises a different error on step {run.raised_step}, {_where(run)}:"
+                f" {first_clause(run.raised.message)}.",
+            )
+        return Verdict(
+            "raises",
+            f"Raises on step {run.raised_step}, {_where(run)}: {first_clause(run.raised.message)}.",
+        )
+    costs = costs_of(run)
+    steps = len(run.steps)
+    if costs:
+        return Verdict("costs", f"Runs all {steps} steps, but it " + "; it ".join(costs) + ".")
+    return Verdict("runs", f"Runs all {steps} steps, its gradients equal to the fixed loop's.")
+
+
+def costs_of(run: LoopRun):
+    """List what a loop that runs costs or changes compared with its fix."""
     costs = []
-    depths = [s.depth for s in run.steps]
-    saved = [s.saved for s in run.steps]
+    depths = [max(s.depths) for s in run.steps]
     if len(depths) > 1 and depths[-1] > depths[0]:
         costs.append(
             f"grows the graph: depth {', '.join(map(str, depths))} over {len(depths)} steps"
         )
+    saved = [s.saved for s in run.steps]
+    fixed_saved = [s.saved for s in run.fix.steps]
     if len(saved) > 1 and saved[-1] > saved[0]:
         costs.append(
             f"grows memory: {', '.join(map(str, saved))} saved tensors alive after each step"
         )
-    elif saved and min(saved) > 0:
+    elif saved and max(saved) > max(fixed_saved):
         costs.append(
-            f"keeps {plural(saved[0], 'saved tensor')} alive after every step, which the fixed loop frees"
+            f"keeps {plural(max(saved), 'saved tensor')} alive after each step, where the fixed loop keeps {max(fixed_saved)}"
         )
-    ratio = _ratio(run, fixed)
-    if ratio is not None and abs(ratio - 2) < 1e-4:
-        costs.append("accumulates a doubled gradient: at step 1, twice the fixed loop's")
-    elif ratio is not None and abs(ratio - 1) >= 1e-4:
-        costs.append(f"gives a gradient at step 1 {ratio:.3g} times the fixed loop's")
+    words, first_diff = compare_grads(run.steps, run.fix.steps)
+    if first_diff == 1:
+        what = words[0][1]
+        if what.endswith("times"):
+            costs.append(f"gets gradients {what} the fixed loop's at step 1")
+        else:
+            costs.append(
+                f"gets other gradients than the fixed loop at step 1 ({what.replace('different for ', 'for ')})"
+            )
+    elif first_diff is not None:
+        costs.append(f"learns something else than the fixed loop from step {first_diff}")
     return tuple(costs)
 
 
-def verdict(run: LoopRun, fixed: LoopRun):
-    """Derive the verdict from the captured facts."""
-    if run.raised is not None:
-        call = (
-            "the only"
-            if run.calls == 1
-            else ("the first" if run.raised_call == 1 else "the second")
-        )
-        return Verdict(
-            "raises",
-            f"Raises {run.raised.type} on step {run.raised_step}, at {call} backward call of that step.",
-        )
-    costs = costs_of(run, fixed)
-    steps = len(run.steps)
-    if costs:
-        return Verdict("costs", f"Runs all {steps} steps, but it " + "; it ".join(costs) + ".")
-    return Verdict("runs", f"Runs all {steps} steps with nothing retained or growing.")
-
-
-def outcome_sentence(run: LoopRun, fixed: LoopRun):
-    """Say what a loop that ran did: steps, depths, saved tensors, gradient."""
-    depths = ", ".join(str(s.depth) for s in run.steps)
-    saved = ", ".join(str(s.saved) for s in run.steps)
-    ratio = _ratio(run, fixed)
-    grad = f"gradient at step 1 {run.steps[0].grad:g}"
-    if ratio is not None and run is not fixed:
-        grad += f", {gradient_words(ratio)}"
-    return f"ran {len(run.steps)} steps, depth {depths}, saved tensors alive after each step {saved}, {grad}"
+def steps_sentence(steps: tuple[Step, ...]):
+    """Say what completed steps did: graph depth per call, saved tensors, optimizer steps."""
+    depths = "; ".join(", ".join(map(str, s.depths)) for s in steps)
+    saved = ", ".join(str(s.saved) for s in steps)
+    stepping = all(s.grads for s in steps)
+    return (
+        f"ran {plural(len(steps), 'step')}{', the optimizer stepping each time' if stepping else ''};"
+        f" graph depth per backward call, step by step: {depths}; saved tensors alive after each"
+        f" step: {saved}"
+    )
 
 
 def fix_edits(key, fixed_key):
-    """Name the edits that turn one loop into its fix, from the answers that change."""
-    calls, retain, carried, summed = key
-    fixed_calls, fixed_retain, fixed_carried, fixed_summed = fixed_key
+    """Name the expert's edits for a combination, from the answers its fix changes."""
+    when, calls, reach, retain = key.split("-")
     edits = []
-    if carried != fixed_carried:
-        edits.append("detach the carried state")
-    if calls != fixed_calls:
-        edits.append(
-            "drop the second backward call"
-            if summed == fixed_summed
-            else "sum the losses and call backward once"
-        )
-    if retain != fixed_retain:
-        edits.append("drop retain_graph=True")
+    if when == "saved":
+        edits.append(EDITS[("when", "saved")])
+    if reach != "nothing":
+        edits.append(EDITS[("reach", reach)])
+    if calls != "one":
+        edits.append(EDITS[("calls", calls)])
+    if retain == "retain":
+        edits.append(EDITS[("retain", "retain")])
     return edits
 
 
@@ -167,15 +322,17 @@ def diff_lines(old, new):
     return lines
 
 
-def section_of(key):
+def section_of(run: LoopRun, kind):
     """The page section that explains a combination's main problem."""
-    if key[2] == "y":
-        return "cause-2"
-    if key[0] == "2":
-        return "cause-1" if key[3] == "y" else "cause-3"
-    if key[1] == "y":
+    if kind == "inplace":
+        return "inplace"
+    if run.retain == "retain" and kind != "raises":
         return "retain"
-    return "causes"
+    if run.when == "saved":
+        return "saved"
+    if run.when == "later":
+        return "cause-2"
+    return {"twice": "cause-1", "shared": "cause-3", "gan": "cause-4", "grad": "grad"}[run.calls]
 
 
 def build(loops):
@@ -194,41 +351,36 @@ def build(loops):
     results = {}
     rows = []
     for key, run in sorted(loops.items()):
-        fixed = loops[run.fix]
-        v = verdict(run, fixed)
-        edits = fix_edits(key, run.fix)
-        where = None
+        v = verdict(run)
+        already = run.source == run.fix.source
+        fix_text = (
+            "This loop is already the fix."
+            if already
+            else "Fix: " + "; ".join(fix_edits(key, run.fix.key)) + "."
+        )
+        where = anomaly = message = None
         if run.raised is not None:
             where = f"Step {run.raised_step}, line {run.raised.line}: {run.raised.code}"
-        anomaly = None
+            message = f"{run.raised.type}: {run.raised.message}"
         if run.anomaly is not None:
             anomaly = f"{run.anomaly.node}, created at line {run.anomaly.line}: {run.anomaly.code}"
-        fix_text = (
-            "This loop is already the fix." if key == run.fix else "Fix: " + ", ".join(edits) + "."
-        )
+        outcome = f"This loop {steps_sentence(run.steps)}." if run.steps else None
         results[key] = {
             "kind": v.kind,
             "headline": ref(v.headline),
             "where": ref(where),
-            "message": ref(
-                None if run.raised is None else f"{run.raised.type}: {run.raised.message}"
-            ),
+            "message": ref(message),
             "anomaly": ref(anomaly),
+            "outcome": ref(outcome),
+            "grads": ref(grads_sentence(run)),
             "fix": ref(fix_text),
-            "diff": [[kind, ref(text)] for kind, text in diff_lines(run.source, fixed.source)],
-            "outcome": ref(None if run.raised else f"This loop {outcome_sentence(run, fixed)}."),
-            "fixed": ref(f"With the fix, the loop {outcome_sentence(fixed, fixed)}."),
-            "section": section_of(key),
+            "tempting": ref(tempting_sentence(run)),
+            "diff": [[kind, ref(text)] for kind, text in diff_lines(run.source, run.fix.source)],
+            "fixed": ref(f"With the fix, the loop {steps_sentence(run.fix.steps)}."),
+            "section": section_of(run, v.kind),
         }
         rows.append(
-            {
-                "key": key,
-                "fragment": fragment(key),
-                "verdict": v,
-                "fix": fix_text,
-                "run": run,
-                "where": where,
-                "anomaly": anomaly,
-            }
+            {"key": key, "fragment": fragment(key), "verdict": v, "fix": fix_text, "run": run}
         )
-    return {"strings": strings, "results": results, "default": DEFAULT}, rows
+    data = {"strings": strings, "results": results, "names": list(NAMES)}
+    return data, rows

@@ -29,14 +29,21 @@ def run_changes(name, old, new):
     return lines
 
 
+def _step_text(s):
+    grads = ", ".join(
+        f"{g.name} {g.norm:g}" if g.norm is not None else f"{g.name} none" for g in s.grads
+    )
+    return f"{s.step}: depths {list(s.depths)}, saved {s.saved}, grads {grads}"
+
+
 def figure_changes(name, old, new):
     """Describe changed printed figures of a scenario, or changed steps of a loop."""
     if hasattr(old, "outputs"):
         before = [o.text for o in old.outputs]
         after = [o.text for o in new.outputs]
     else:
-        before = [f"{s.step}: depth {s.depth}, grad {s.grad:g}, saved {s.saved}" for s in old.steps]
-        after = [f"{s.step}: depth {s.depth}, grad {s.grad:g}, saved {s.saved}" for s in new.steps]
+        before = [_step_text(s) for s in old.steps]
+        after = [_step_text(s) for s in new.steps]
     if before == after:
         return []
     changed = [(a, b) for a, b in zip(before, after, strict=False) if a != b]

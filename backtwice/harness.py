@@ -144,6 +144,214 @@ def install_module(name, filename, source):
     exec(compile(source, filename, "exec"), module.__dict__)
 
 
+LOOP_JOBS = ("loop ", "fix ")
+
+
+def graph_depth(root):
+    """Count the nodes on the longest path from a tensor's grad_fn to the end of the graph."""
+    if getattr(root, "grad_fn", None) is None:
+        return 0
+    depth = {}
+    stack = [(root.grad_fn, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if node in depth:
+            continue
+        children = [child for child, _ in node.next_functions if child is not None]
+        if children_done:
+            depth[node] = 1 + max((depth[child] for child in children), default=0)
+        else:
+            stack.append((node, True))
+            stack.extend((child, False) for child in children if child not in depth)
+    return depth[root.grad_fn]
+
+
+def _tensors(value):
+    """The tensors a loop variable holds: itself, or the items of a list or tuple."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [item for item in value if isinstance(item, torch.Tensor)]
+    return []
+
+
+def saved_alive(namespace):
+    """Count the saved tensors still readable in the graphs the loop's variables reach.
+
+    Reading a node's _saved_* attribute changes nothing; a freed one raises, and is not counted.
+    """
+    import torch
+
+    nodes, stack = set(), []
+    for value in list(namespace.values()):
+        stack.extend(t.grad_fn for t in _tensors(value))
+    while stack:
+        node = stack.pop()
+        if node is None or node in nodes:
+            continue
+        nodes.add(node)
+        stack.extend(child for child, _ in node.next_functions)
+    alive = 0
+    for node in nodes:
+        for name in dir(node):
+            if not name.startswith("_saved_"):
+                continue
+            try:
+                value = getattr(node, name)
+            except RuntimeError:
+                continue
+            alive += len(_tensors(value)) if not isinstance(value, torch.Tensor) else 1
+    return alive
+
+
+class Measure:
+    """Record per step, outside the loop's source: graph depth of each backward or grad call,
+    each parameter's gradient norm when an optimizer steps, and saved tensors alive at the
+    step boundary. It adds no saved-tensor hooks, so autograd's own checks stay as they are."""
+
+    def __init__(self, namespace, filename, for_line):
+        self.namespace = namespace
+        self.filename = filename
+        self.for_line = for_line
+        self.steps = {}
+        self.names = None
+        self.grads_at_boundary = False
+
+    def step(self):
+        number = self.namespace.get("step")
+        return self.steps.setdefault(number, {"depths": [], "grads": {}, "saved": None})
+
+    def backward_called(self, root):
+        self.step()["depths"].append(graph_depth(root))
+
+    def optimizer_steps(self, optimizer, args, kwargs):
+        self.record_grads(p for group in optimizer.param_groups for p in group["params"])
+
+    def record_grads(self, params):
+        import torch
+
+        if self.names is None:
+            self.names = {}
+            for var, module in sorted(self.namespace.items(), key=lambda item: item[0]):
+                if isinstance(module, torch.nn.Module):
+                    for name, param in module.named_parameters():
+                        self.names[id(param)] = f"{var}.{name}"
+        grads = self.step()["grads"]
+        for param in params:
+            norm = None if param.grad is None else float(f"{param.grad.norm().item():.6g}")
+            grads[self.names.get(id(param), "?")] = norm
+
+    def optimized(self):
+        """The parameters of every optimizer among the loop's variables."""
+        import torch
+
+        for value in list(self.namespace.values()):
+            if isinstance(value, torch.optim.Optimizer):
+                for group in value.param_groups:
+                    yield from group["params"]
+
+    def trace(self, frame, event, arg):
+        if frame.f_code.co_filename != self.filename:
+            return None
+        return self.trace_line
+
+    def trace_line(self, frame, event, arg):
+        if event == "line" and frame.f_lineno == self.for_line and "step" in self.namespace:
+            self.step()["saved"] = saved_alive(self.namespace)
+            if self.grads_at_boundary:
+                self.record_grads(self.optimized())
+        return self.trace_line
+
+    def completed(self):
+        """The steps that reached their end, as JSON."""
+        done = []
+        for number, facts in sorted(self.steps.items(), key=lambda item: item[0]):
+            if facts["saved"] is None:
+                continue
+            grads = [{"name": k, "norm": v} for k, v in sorted(facts["grads"].items())]
+            done.append(
+                {"step": number, "depths": facts["depths"], "saved": facts["saved"], "grads": grads}
+            )
+        return done
+
+
+def execute_loop(job, anomaly=False, measure=False):
+    """Run a loop's source; return (error, namespace, Measure or None).
+
+    With measure=True, torch.Tensor.backward, torch.autograd.grad and a global optimizer
+    step hook are wrapped to record facts, and restored afterwards.
+    """
+    import torch
+
+    random.seed(SEED)
+    torch.manual_seed(SEED)
+    filename = job["file"]
+    namespace = {"__name__": "__main__", "__file__": filename}
+    code = compile(job["source"], filename, "exec")
+    lines = job["source"].splitlines()
+    for_line = next(i for i, line in enumerate(lines, 1) if line.startswith("for step"))
+    recorder = Measure(namespace, filename, for_line) if measure else None
+    undo = []
+    if recorder is not None:
+        backward, grad = torch.Tensor.backward, torch.autograd.grad
+
+        def measured_backward(self, *args, **kwargs):
+            recorder.backward_called(self)
+            return backward(self, *args, **kwargs)
+
+        def measured_grad(outputs, *args, **kwargs):
+            first = outputs if isinstance(outputs, torch.Tensor) else outputs[0]
+            recorder.backward_called(first)
+            return grad(outputs, *args, **kwargs)
+
+        torch.Tensor.backward, torch.autograd.grad = measured_backward, measured_grad
+        undo.append(lambda: setattr(torch.Tensor, "backward", backward))
+        undo.append(lambda: setattr(torch.autograd, "grad", grad))
+        try:
+            from torch.optim.optimizer import register_optimizer_step_pre_hook
+        except ImportError:  # torch before 2.0: gradients are read at the step boundary
+            recorder.grads_at_boundary = True
+        else:
+            hook = register_optimizer_step_pre_hook(recorder.optimizer_steps)
+            undo.append(hook.remove)
+        sys.settrace(recorder.trace)
+        undo.append(lambda: sys.settrace(None))
+    error = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            with torch.autograd.set_detect_anomaly(anomaly):
+                exec(code, namespace)
+        except Exception as exc:  # the loop's own exception is the result
+            error = exc
+        finally:
+            for restore in reversed(undo):
+                restore()
+    return error, namespace, recorder, caught
+
+
+def run_loop(job):
+    """Run a checker loop plainly for its verdict and text, then again to measure it."""
+    lines = job["source"].splitlines()
+    error, namespace, _, _ = execute_loop(job)
+    result = {"raised": None, "anomaly": None, "raised_step": None}
+    if error is not None:
+        result["raised"] = describe_exception(error, job["file"], lines)
+        result["raised_step"] = namespace.get("step")
+        _, _, _, caught = execute_loop(job, anomaly=True)
+        result["anomaly"] = describe_anomaly(caught, job["file"], lines)
+    error, namespace, recorder, _ = execute_loop(job, measure=True)
+    measured = None
+    if error is not None:
+        measured = describe_exception(error, job["file"], lines)
+        measured["step"] = namespace.get("step")
+    result["measured_raised"] = measured
+    result["steps"] = recorder.completed()
+    return result
+
+
 def environment():
     """Describe the interpreter, torch and device the capture runs on."""
     import torch
@@ -182,7 +390,8 @@ def main():
     send({"event": "ready", "environment": environment()})
     for job in request["jobs"]:
         send({"event": "start", "id": job["id"]})
-        send({"event": "done", "id": job["id"], "result": run_job(job)})
+        run = run_loop if job["id"].startswith(LOOP_JOBS) else run_job
+        send({"event": "done", "id": job["id"], "result": run(job)})
     return 0
 
 

@@ -287,7 +287,7 @@ def render_page(snapshots, repro):
         checker=data,
         checker_json=json_script(data),
         questions=checker.QUESTIONS,
-        presets=[(name, key, checker.fragment(key)) for name, key in checker.PRESETS],
+        presets=[(n, key, checker.fragment(key), sec) for n, key, sec in checker.PRESETS],
         loop_rows=loop_rows,
         faq_json=json_script(faq(snapshot, sentences)),
         matrix=versions.matrix(snapshots),

@@ -93,45 +93,73 @@ class ScenarioRun:
 
 
 @dataclass(frozen=True)
+class Grad:
+    """One parameter's gradient when its optimizer stepped."""
+
+    name: str
+    """The parameter, as the loop names it: 'encoder.weight'."""
+    norm: float | None
+    """The gradient's norm to 6 significant digits, or None when it had no gradient."""
+
+
+@dataclass(frozen=True)
 class Step:
-    """One completed step of a checker loop."""
+    """One completed step of a checker loop, measured in a second, instrumented run."""
 
     step: int
     """The step number, from 1."""
-    depth: int
-    """Graph depth of the step's loss (see repro/support.py)."""
-    grad: float
-    """w.grad after the step's backward calls, rounded to 6 decimals."""
+    depths: tuple[int, ...]
+    """Graph depth of the root of each backward or autograd.grad call in the step, in order."""
     saved: int
-    """Saved tensors the graph still held after the step."""
+    """Saved tensors still readable in the graphs the loop's variables reach, at the step's end."""
+    grads: tuple[Grad, ...]
+    """Every optimizer parameter's gradient as the optimizer stepped, sorted by name."""
+
+
+@dataclass(frozen=True)
+class FixedRun:
+    """A fixed loop (repro/loop.py fix() or tempting()), run and measured."""
+
+    key: str
+    """Its key: 'fixed-...' or 'tempting-...' (see repro/loop.py)."""
+    source: str
+    """Its source, exactly as it ran."""
+    raised: Raised | None
+    """The exception, or None when all steps ran (the capture stops if a fix raises)."""
+    steps: tuple[Step, ...]
+    """The steps that completed."""
 
 
 @dataclass(frozen=True)
 class LoopRun:
-    """One of the checker's 16 loops, built by repro/loop.py and run."""
+    """One of the checker's loops, built from four answers by repro/loop.py and run.
 
-    calls: int
-    """Backward calls per step: 1 or 2."""
-    retain: bool
-    """Whether the first call passes retain_graph=True."""
-    carried: bool
-    """Whether state is carried across steps without detach."""
-    summed: bool
-    """Whether the losses are summed before backward."""
+    The verdict, step and text come from a plain run of the source; the steps' figures from a
+    second run that measures; the capture stops unless both runs raised alike.
+    """
+
+    when: str
+    """When the error appears: 'first', 'later' or 'saved' (reading a saved tensor)."""
+    calls: str
+    """The step's backward calls: 'one', 'twice', 'shared', 'gan' or 'grad'."""
+    reach: str
+    """What reaches into an earlier step: 'nothing', 'rnn', 'lstm', 'before', 'total', 'kept'."""
+    retain: str
+    """What the first call adds: 'none', 'retain' (retain_graph=True) or 'create'."""
     source: str
     """The loop's source, exactly as it ran."""
     raised: Raised | None
-    """The exception, or None when all steps ran."""
+    """The exception of the plain run, or None when all steps ran."""
     anomaly: Anomaly | None
     """What anomaly mode named, when it raised."""
     raised_step: int | None
     """The step during which it raised."""
-    raised_call: int | None
-    """Which backward call of that step raised: 1 or 2."""
     steps: tuple[Step, ...]
-    """The steps that completed."""
-    fix: str
-    """The key of the loop repro/loop.py recommends instead (its own key when it is the fix)."""
+    """The steps that completed, as measured."""
+    fix: FixedRun
+    """The fixed loop and what it did."""
+    tempting: FixedRun | None
+    """A fix people try that runs but trains something else (repro/loop.py tempting()), or None."""
 
 
 @dataclass(frozen=True)

@@ -29,10 +29,47 @@ class _Saved:
 
     def __init__(self, tensor):
         self.tensor = tensor
+        self.version = tensor._version
+        grad_fn = tensor.grad_fn
+        self.made_by = None if grad_fn is None else (tensor.output_nr, grad_fn.name())
+
+
+def modified_message(saved):
+    """The message torch raises when a saved tensor was modified in place, for this one.
+
+    It names the node that made the tensor as torch does for parameters, leaves, views and
+    outputs saved by their own node; for an intermediate saved as another node's input and
+    then modified in place, torch names the in-place operation instead.
+    """
+    tensor = saved.tensor
+    shape = "[" + ", ".join(str(size) for size in tensor.shape) + "]"
+    text = "one of the variables needed for gradient computation has been modified by an inplace operation: "
+    text += f"[{tensor.type()} {shape}]"
+    made_by = saved.made_by
+    if tensor._is_view() and tensor.grad_fn is not None:  # torch regenerates a view's grad_fn
+        made_by = (tensor.output_nr, tensor.grad_fn.name())
+    if made_by is not None:
+        output, name = made_by
+        name = name[: -len("Backward0")] if name.endswith("Backward0") else name
+        text += f", which is output {output} of {name},"
+    text += f" is at version {tensor._version}; expected version {saved.version} instead. Hint: "
+    if torch.is_anomaly_enabled():
+        return text + (
+            "the backtrace further above shows the operation that failed to compute its"
+            " gradient. The variable in question was changed in there or anywhere later. Good luck!"
+        )
+    return text + (
+        "enable anomaly detection to find the operation that failed to compute its gradient,"
+        " with torch.autograd.set_detect_anomaly(True, check_nan=False)."
+    )
 
 
 class SavedTensors(torch.autograd.graph.saved_tensors_hooks):
-    """Count the tensors autograd has saved and not yet freed."""
+    """Count the tensors autograd has saved and not yet freed.
+
+    Pack and unpack hooks switch off autograd's check that a saved tensor was not modified in
+    place; the unpack hook makes that check itself, comparing _version, and raises as torch does.
+    """
 
     def __init__(self):
         self._live = weakref.WeakSet()
@@ -48,6 +85,8 @@ class SavedTensors(torch.autograd.graph.saved_tensors_hooks):
         return saved
 
     def _unpack(self, saved):
+        if saved.tensor._version != saved.version:
+            raise RuntimeError(modified_message(saved))
         return saved.tensor
 
     @property

@@ -1,59 +1,58 @@
 // The checker: looks up the captured result of the loop matching the four answers.
-// Nothing here decides an outcome; every sentence comes from the checker-data block.
+// Nothing here decides an outcome; every sentence comes from the checker-data block or the
+// page's own templates, and captured text is only ever set as textContent.
 (function () {
   "use strict";
   var data = JSON.parse(document.getElementById("checker-data").textContent);
   var form = document.getElementById("checker");
   var out = document.getElementById("result");
-  var NAMES = ["calls", "retain", "carried", "summed"];
-  var ALLOWED = { calls: ["1", "2"], retain: ["no", "yes"], carried: ["no", "yes"], summed: ["no", "yes"] };
+  var NAMES = data.names;
+  var OTHER = "other";
+  var KEYS = Object.keys(data.results).map(function (k) { return k.split("-"); });
 
   function text(i) { return i === null ? null : data.strings[i]; }
 
-  function keyOf(answers) {
-    return NAMES.map(function (n) { return answers[n].charAt(0); }).join("");
+  var INPUTS = {};
+  NAMES.forEach(function (n) {
+    INPUTS[n] = Array.prototype.slice.call(form.querySelectorAll("input[name='" + n + "']"));
+  });
+
+  function inputs(name) { return INPUTS[name]; }
+
+  function answers() {
+    return NAMES.map(function (n) {
+      for (var i = 0; i < INPUTS[n].length; i++) if (INPUTS[n][i].checked) return INPUTS[n][i].value;
+      return null;
+    });
   }
 
-  function answersOf(key) {
-    var answers = {};
+  // The values question i can take, given the answers before it; null while one is missing.
+  function allowed(chosen, i) {
+    for (var j = 0; j < i; j++) if (chosen[j] === null || chosen[j] === OTHER) return null;
+    var found = {};
+    KEYS.forEach(function (key) {
+      for (var j = 0; j < i; j++) if (key[j] !== chosen[j]) return;
+      found[key[i]] = true;
+    });
+    return found;
+  }
+
+  // Grey out what cannot occur; drop answers that no longer can; fill in a single choice.
+  function constrain() {
+    var chosen = answers();
     NAMES.forEach(function (n, i) {
-      var c = key.charAt(i);
-      answers[n] = ALLOWED[n].filter(function (v) { return v.charAt(0) === c; })[0];
+      var ok = allowed(chosen, i);
+      var open = [];
+      inputs(n).forEach(function (input) {
+        var possible = input.value === OTHER || ok === null || ok[input.value] === true;
+        input.disabled = !possible;
+        if (!possible && input.checked) input.checked = false;
+        if (possible && input.value !== OTHER) open.push(input);
+      });
+      if (ok !== null && open.length === 1 && chosen[i] === null) open[0].checked = true;
+      chosen = answers();
     });
-    return answers;
-  }
-
-  function fragmentOf(answers) {
-    return NAMES.map(function (n) { return n + "=" + answers[n]; }).join("&");
-  }
-
-  // A fragment with '=' is a checker fragment; anything invalid in it gives the default.
-  function parseFragment(hash) {
-    var raw = hash.replace(/^#/, "");
-    if (raw.indexOf("=") < 0) return null;
-    var params = new URLSearchParams(raw);
-    var answers = {};
-    var ok = NAMES.every(function (n) {
-      answers[n] = params.get(n);
-      return ALLOWED[n].indexOf(answers[n]) >= 0;
-    });
-    return ok ? keyOf(answers) : data["default"];
-  }
-
-  function readForm() {
-    var answers = {};
-    NAMES.forEach(function (n) {
-      var checked = form.querySelector("input[name='" + n + "']:checked");
-      answers[n] = checked ? checked.value : ALLOWED[n][0];
-    });
-    return keyOf(answers);
-  }
-
-  function setForm(key) {
-    var answers = answersOf(key);
-    NAMES.forEach(function (n) {
-      form.querySelector("input[name='" + n + "'][value='" + answers[n] + "']").checked = true;
-    });
+    return chosen;
   }
 
   function el(tag, className, content) {
@@ -69,16 +68,23 @@
     list.appendChild(el("dd", className, value));
   }
 
+  function showTemplate(id, className) {
+    out.className = className;
+    out.replaceChildren(document.getElementById(id).content.cloneNode(true));
+  }
+
   function show(key) {
     var r = data.results[key];
     var box = document.createDocumentFragment();
     box.appendChild(el("h3", null, text(r.headline)));
     var list = el("dl");
-    entry(list, "What it did", text(r.outcome));
     entry(list, "Where it raised", text(r.where));
     entry(list, "The exact text", text(r.message), "text");
     entry(list, "Anomaly mode points at", text(r.anomaly), "text");
+    entry(list, "What it did", text(r.outcome));
+    entry(list, "Gradients", text(r.grads));
     entry(list, "The fix", text(r.fix));
+    entry(list, "Why not detach it", text(r.tempting));
     box.appendChild(list);
     var pre = el("pre", "diff");
     pre.setAttribute("aria-label", "The loop, with the fix: lines starting - are removed, + are added");
@@ -89,7 +95,7 @@
     });
     pre.appendChild(code);
     box.appendChild(pre);
-    box.appendChild(el("p", null, text(r.fixed)));
+    box.appendChild(el("p", "fixed", text(r.fixed)));
     var links = el("p");
     var cause = el("a", null, "Read the explanation");
     cause.href = "#" + r.section;
@@ -103,25 +109,43 @@
     out.replaceChildren(box);
   }
 
+  function render() {
+    var chosen = constrain();
+    if (chosen.indexOf(OTHER) >= 0) return showTemplate("checker-other", "other");
+    var key = chosen.join("-");
+    if (chosen.indexOf(null) < 0 && data.results[key]) return show(key);
+    showTemplate("checker-start", "");
+  }
+
+  function fragmentOf(chosen) {
+    var parts = [];
+    NAMES.forEach(function (n, i) { if (chosen[i] !== null) parts.push(n + "=" + chosen[i]); });
+    return parts.join("&");
+  }
+
+  // A fragment with '=' sets the answers it names; values that are not options are ignored.
   function applyHash() {
-    var key = parseFragment(location.hash);
-    if (key === null && location.hash.length > 1) return;  // an anchor to a section
-    if (key === null) key = data["default"];
-    setForm(key);
-    show(key);
+    var raw = location.hash.replace(/^#/, "");
+    if (raw.indexOf("=") < 0) {
+      if (raw.length === 0) render();
+      return;  // an anchor to a section leaves the checker as it is
+    }
+    var params = new URLSearchParams(raw);
+    NAMES.forEach(function (n) {
+      var value = params.get(n);
+      inputs(n).forEach(function (input) { input.checked = input.value === value; });
+    });
+    render();
   }
 
   form.addEventListener("change", function () {
-    var key = readForm();
-    show(key);
-    var fragment = "#" + fragmentOf(answersOf(key));
+    render();
+    var fragment = "#" + fragmentOf(answers());
     if (location.hash !== fragment) history.pushState(null, "", fragment);
   });
   form.addEventListener("submit", function (event) { event.preventDefault(); });
   window.addEventListener("hashchange", applyHash);
   window.addEventListener("popstate", applyHash);
-
-  var initial = parseFragment(location.hash);
-  setForm(initial === null ? data["default"] : initial);
-  show(readForm());
+  if (location.hash.indexOf("=") >= 0) applyHash();
+  else render();
 })();

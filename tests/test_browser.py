@@ -10,12 +10,14 @@ from playwright.sync_api import Page, expect
 from backtwice import checker
 from backtwice import snapshot as snap
 from backtwice.checker import fragment
+from backtwice.manifest import load_loop_builder
 
-from .conftest import SNAPSHOTS
+from .conftest import REPRO, SNAPSHOTS
 
 pytestmark = pytest.mark.browser
-NAMES = ("calls", "retain", "carried", "summed")
+NAMES = checker.NAMES
 WCAG = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa"]
+KEYS = [a.key for a in load_loop_builder(REPRO).all_answers()]
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +32,7 @@ def text(data, index):
 
 
 def answers(key):
-    yes = {"y": "yes", "n": "no"}
-    return {"calls": key[0], "retain": yes[key[1]], "carried": yes[key[2]], "summed": yes[key[3]]}
+    return dict(zip(NAMES, key.split("-"), strict=True))
 
 
 def watch(page: Page):
@@ -43,6 +44,13 @@ def watch(page: Page):
     return seen
 
 
+def answer(page, key):
+    for name, value in answers(key).items():
+        radio = page.locator(f"input[name='{name}'][value='{value}']")
+        if not radio.is_checked():
+            radio.check()
+
+
 def assert_result(page, data, key):
     result = data["results"][key]
     box = page.locator("#result")
@@ -52,7 +60,10 @@ def assert_result(page, data, key):
         ("Where it raised", "where"),
         ("The exact text", "message"),
         ("Anomaly mode points at", "anomaly"),
+        ("What it did", "outcome"),
+        ("Gradients", "grads"),
         ("The fix", "fix"),
+        ("Why not detach it", "tempting"),
     ):
         dd = box.locator(f"dt:text-is('{term}') + dd")
         if result[field] is None:
@@ -61,65 +72,163 @@ def assert_result(page, data, key):
             expect(dd).to_have_text(text(data, result[field]))
     diff = "".join(f"{kind} {text(data, line)}\n" for kind, line in result["diff"])
     assert box.locator("pre.diff").text_content() == diff
-    expect(box.get_by_text(text(data, result["fixed"]), exact=True)).to_be_visible()
+    expect(box.locator("p.fixed")).to_have_text(text(data, result["fixed"]))
+    expect(box.get_by_role("link", name="Read the explanation")).to_have_attribute(
+        "href", "#" + result["section"]
+    )
     expect(box.get_by_role("link", name="See this loop in the table")).to_have_attribute(
         "href", f"#loop-{key}"
     )
 
 
+def diff_of(page, sign):
+    """The result's diff lines that start with sign ('+' or '-'), without the sign."""
+    lines = page.locator("#result pre.diff span").all_text_contents()
+    return [line[2:].rstrip("\n") for line in lines if line.startswith(sign + " ")]
+
+
+def assert_no_claim(page):
+    box = page.locator("#result")
+    expect(box).to_contain_text("Answer the four questions above")
+    expect(box.locator("h3, dl, pre")).to_have_count(0)
+    assert box.get_attribute("class") in ("", None)
+
+
+def test_before_any_answer_the_checker_claims_nothing(page: Page, built_page):
+    page.goto(built_page.as_uri())
+    assert_no_claim(page)
+    expect(page.locator("#checker input:checked")).to_have_count(0)
+    page.locator("input[name='when'][value='later']").check()
+    assert_no_claim(page)  # three answers still missing
+
+
 def test_every_combination_through_the_form(page: Page, built_page, expected):
     seen = watch(page)
     page.goto(built_page.as_uri())
-    for key in sorted(expected["results"], reverse=True):  # the default, 1nnn, comes last
-        for name, value in answers(key).items():
-            page.locator(f"input[name='{name}'][value='{value}']").check()
+    assert sorted(expected["results"]) == sorted(KEYS)
+    for key in KEYS:
+        answer(page, key)
         assert_result(page, expected, key)
         assert page.evaluate("location.hash") == "#" + fragment(key)
     assert seen["requests"] == [built_page.as_uri()]
     assert not [m for m in seen["console"] if "Content Security Policy" in m or "Refused" in m]
 
 
+def test_options_that_cannot_occur_are_disabled(page: Page, built_page):
+    page.goto(built_page.as_uri())
+    page.locator("input[name='when'][value='later']").check()
+    for value in ("twice", "shared", "gan", "grad"):
+        expect(page.locator(f"input[name='calls'][value='{value}']")).to_be_disabled()
+    expect(page.locator("input[name='calls'][value='one']")).to_be_checked()  # the only option
+    expect(page.locator("input[name='reach'][value='nothing']")).to_be_disabled()
+    expect(page.locator("input[name='reach'][value='other']")).to_be_enabled()
+    page.locator("input[name='when'][value='first']").check()
+    expect(page.locator("input[name='calls'][value='one']")).not_to_be_checked()
+    page.locator("input[name='calls'][value='twice']").check()
+    expect(page.locator("input[name='reach'][value='nothing']")).to_be_checked()
+    expect(page.locator("input[name='retain'][value='create']")).to_be_disabled()
+    page.locator("input[name='calls'][value='grad']").check()
+    expect(page.locator("input[name='retain'][value='create']")).to_be_enabled()
+
+
+def test_none_of_these_fits_points_to_anomaly_mode_and_the_diagnoser(page: Page, built_page):
+    page.goto(built_page.as_uri())
+    page.locator("input[name='when'][value='first']").check()
+    page.locator("input[name='calls'][value='other']").check()
+    box = page.locator("#result")
+    expect(box.locator("h3")).to_have_text("None of these fits")
+    expect(box.get_by_role("link", name="anomaly mode")).to_have_attribute("href", "#anomaly")
+    expect(box.get_by_role("link", name="diagnoser")).to_have_attribute("href", "#diagnoser")
+
+
 def test_deep_link_sets_form_and_result(page: Page, built_page, expected):
-    page.goto(built_page.as_uri() + "#" + fragment("2yny"))
-    for name, value in answers("2yny").items():
+    key = "later-one-rnn-retain"
+    page.goto(built_page.as_uri() + "#" + fragment(key))
+    for name, value in answers(key).items():
         expect(page.locator(f"input[name='{name}'][value='{value}']")).to_be_checked()
-    assert_result(page, expected, "2yny")
+    assert_result(page, expected, key)
 
 
 @pytest.mark.parametrize(
-    "bad", ["calls=3&retain=no&carried=no&summed=no", "calls=2&retain=maybe", "x=%ZZ&&=", "calls=1"]
+    "bad",
+    ["when=never&calls=one&reach=rnn&retain=none", "when=first&calls=one", "x=%ZZ&&=", "when="],
 )
-def test_malformed_fragment_gives_the_default(page: Page, built_page, expected, bad):
+def test_malformed_fragment_claims_nothing(page: Page, built_page, bad):
     page.goto(built_page.as_uri() + "#" + bad)
-    for name, value in answers(expected["default"]).items():
-        expect(page.locator(f"input[name='{name}'][value='{value}']")).to_be_checked()
-    assert_result(page, expected, expected["default"])
+    assert_no_claim(page)
+
+
+EXPERT = {
+    "Backward twice on one loss": (["loss.backward()  # again"], []),
+    "RNN hidden state not detached": ([], ["h = h.detach()"]),
+    "LSTM with only h detached": (["h = h.detach()"], ["h, c = h.detach(), c.detach()"]),
+    "A tensor computed before the loop": (["weight = encoder.weight"], ["    weight = encoder."]),
+    "Running total of the loss": (["running_loss.backward()"], ["running_loss += loss.item()"]),
+    "Outputs kept in a list": (["replay.append(head(feat))"], ["replay.append(x)"]),
+    "Two losses on one forward pass": (
+        ["loss_aux.backward()"],
+        ["(loss_main + loss_aux).backward()"],
+    ),
+    "GAN without detach": (["D(fake), fake_label)"], ["D(fake.detach()), fake_label)"]),
+    "Gradient penalty with autograd.grad": ([], ["create_graph=True)"]),
+    "Reading saved tensors after backward": ([], ["._saved_result"]),
+    "Added retain_graph=True, now an in-place error": (["retain_graph=True"], ["h = h.detach()"]),
+}
+
+
+@pytest.mark.parametrize("name, key, section", checker.PRESETS, ids=[p[0] for p in checker.PRESETS])
+def test_every_preset_shows_its_case_and_the_experts_fix(
+    page: Page, built_page, expected, name, key, section
+):
+    page.goto(built_page.as_uri())
+    link = page.get_by_role("link", name=name, exact=True)
+    link.click()
+    assert_result(page, expected, key)
+    assert expected["results"][key]["section"] == section
+    expect(link.locator("xpath=following-sibling::a")).to_have_attribute("href", "#" + section)
+    removed, added = diff_of(page, "-"), diff_of(page, "+")
+    gone, new = EXPERT[name]
+    assert all(any(part in line for line in removed) for part in gone), removed
+    assert all(any(line.startswith(part) or part in line for line in added) for part in new), added
+    assert not any("d_loss + g_loss" in line or "g_loss + d_loss" in line for line in added)
+    assert not any("retain_graph=True" in line for line in added)
+    if name == "A tensor computed before the loop":
+        assert not any("detach" in line for line in added)
+        expect(page.locator("#result dt:text-is('Why not detach it') + dd")).to_contain_text(
+            "encoder.weight got no gradient at any step"
+        )
+    if name.startswith("Added retain_graph"):
+        expect(page.locator("#result h3")).to_contain_text("modified by an inplace operation")
 
 
 def test_presets_back_and_forward(page: Page, built_page, expected):
     page.goto(built_page.as_uri())
-    page.get_by_role("link", name="RNN state not detached", exact=True).click()
-    assert_result(page, expected, "1nyn")
-    page.get_by_role("link", name="Losses summed", exact=True).click()
-    assert_result(page, expected, "1nny")
+    page.get_by_role("link", name="RNN hidden state not detached", exact=True).click()
+    assert_result(page, expected, "later-one-rnn-none")
+    page.get_by_role("link", name="GAN without detach", exact=True).click()
+    assert_result(page, expected, "first-gan-nothing-none")
     page.go_back()
-    assert_result(page, expected, "1nyn")
-    expect(page.locator("input[name='carried'][value='yes']")).to_be_checked()
+    assert_result(page, expected, "later-one-rnn-none")
+    expect(page.locator("input[name='reach'][value='rnn']")).to_be_checked()
     page.go_forward()
-    assert_result(page, expected, "1nny")
+    assert_result(page, expected, "first-gan-nothing-none")
 
 
 def test_keyboard_only(page: Page, built_page, expected):
     page.goto(built_page.as_uri())
-    first = page.locator("input[name='calls'][value='1']")
+    first = page.locator("input[name='when'][value='first']")
     first.focus()
-    page.keyboard.press("ArrowRight")  # radio groups move with arrow keys
-    expect(page.locator("input[name='calls'][value='2']")).to_be_checked()
+    page.keyboard.press("Space")
+    expect(first).to_be_checked()
     page.keyboard.press("Tab")
-    expect(page.locator("input[name='retain'][value='no']")).to_be_focused()
-    page.keyboard.press("ArrowRight")
-    assert_result(page, expected, "2ynn")
-    # The result is announced: it lives in a status region.
+    expect(page.locator("input[name='calls'][value='twice']")).to_be_focused()  # 'one' is disabled
+    page.keyboard.press("Space")
+    page.keyboard.press("Tab")
+    expect(page.locator("input[name='reach'][value='nothing']")).to_be_focused()
+    page.keyboard.press("Tab")
+    expect(page.locator("input[name='retain'][value='none']")).to_be_focused()
+    page.keyboard.press("Space")
+    assert_result(page, expected, "first-twice-nothing-none")
     expect(page.locator("#result")).to_have_attribute("role", "status")
     focused = page.evaluate(
         "[document.activeElement.matches(':focus-visible'), getComputedStyle(document.activeElement).outlineStyle]"
@@ -134,7 +243,7 @@ def test_readable_without_javascript(browser, built_page, snapshot_data):
     expect(page.locator("#result .needs-js")).to_contain_text("The checker needs JavaScript")
     message = snapshot_data["scenarios"]["c1_backward_twice"]["raised"]["message"]
     expect(page.locator("blockquote.message")).to_have_text(message)
-    expect(page.locator("#loops + p + .table-wrap tbody tr")).to_have_count(16)
+    expect(page.locator("#loops + p + .table-wrap tbody tr")).to_have_count(len(KEYS))
     context.close()
 
 
@@ -153,7 +262,7 @@ def test_no_axe_violations(page: Page, built_page):
 
 def test_no_axe_violations_in_dark_mode_with_a_raising_result(page: Page, built_page):
     page.emulate_media(color_scheme="dark")
-    page.goto(built_page.as_uri() + "#" + fragment("2yyn"))
+    page.goto(built_page.as_uri() + "#" + fragment("later-one-rnn-none"))
     results = Axe().run(page, options={"runOnly": {"type": "tag", "values": WCAG}})
     assert results.violations_count == 0, results.generate_report()
 
@@ -169,7 +278,7 @@ def test_markup_in_captured_text_stays_text(page: Page, doctor):
 
     path = doctor(inject)
     seen = watch(page)
-    page.goto(path.as_uri() + "#" + fragment("2nnn"))
+    page.goto(path.as_uri() + "#" + fragment("first-shared-nothing-none"))
     expect(page.locator("blockquote.message")).to_have_text(evil)
     expect(page.locator("#result dt:text-is('The exact text') + dd")).to_have_text(
         f"RuntimeError: {evil}"
@@ -196,13 +305,12 @@ def test_doctored_figures_are_shown(page: Page, doctor):
         memory[2]["values"][5] = memory[3]["values"][5] = 3 * 2**20
         data["scenarios"]["c3_summed_twice"]["anomaly"]["code"] = "doctored = line()"
         data["scenarios"]["c1_backward_twice"]["raised"]["line"] = 5
-        data["loops"]["2yyn"]["raised_step"] = 3
-        data["loops"]["1ynn"]["steps"] = [
-            {"step": s, "depth": 4, "grad": 0.8, "saved": 7} for s in (1, 2, 3, 4)
-        ]
+        data["loops"]["later-one-rnn-none"]["raised_step"] = 3
+        for step in data["loops"]["first-shared-nothing-retain"]["steps"]:
+            step["saved"] = 7
 
     path = doctor(change)
-    page.goto(path.as_uri() + "#" + fragment("1ynn"))
+    page.goto(path.as_uri() + "#" + fragment("first-shared-nothing-retain"))
     expect(page.locator("blockquote.message")).to_have_text("Doctored message.")
     expect(page.locator("#provenance")).to_contain_text(
         "Captured on 2031-02-03 with torch 9.9.9, Python 3.99.1"
@@ -214,7 +322,11 @@ def test_doctored_figures_are_shown(page: Page, doctor):
     expect(page.locator("#chart-memory-desc")).to_contain_text("retain_graph=True: 3 MiB")
     expect(page.locator("#anomaly")).to_contain_text("it names doctored = line()")
     expect(page.locator("#result h3")).to_have_text(
-        re.compile("keeps 7 saved tensors alive after every step")
+        re.compile("keeps 7 saved tensors alive after each step, where the fixed loop keeps 0")
+    )
+    page.goto(path.as_uri() + "#" + fragment("later-one-rnn-none"))
+    expect(page.locator("#result h3")).to_have_text(
+        re.compile("^Raises on step 3, at loss.backward")
     )
 
 

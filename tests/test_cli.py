@@ -3,9 +3,9 @@
 import subprocess
 import sys
 
+from backtwice import capture, manifest
 from backtwice import snapshot as snap
 from backtwice.errors import EXIT_CAPTURE, EXIT_CHECK, EXIT_CLAIM, EXIT_INPUT, EXIT_USAGE
-from backtwice.manifest import load_manifest
 
 from .conftest import REPRO, ROOT, SNAPSHOTS, committed_path, doctor_file
 
@@ -185,8 +185,10 @@ def test_build_then_rebuild_leaves_snapshot_untouched(tmp_path, snapshots_copy):
     second = build("--snapshots", folder, "--out", tmp_path / "site")
     assert second.returncode == 0
     assert path.stat().st_mtime_ns == mtime
-    ran = len(load_manifest(REPRO)) + len(snap.load(committed_path()).loops)
-    assert second.stdout.splitlines()[0].startswith(f"ran {ran} scenarios and loops in ")
+    jobs = len(manifest.load_manifest(REPRO)) + len(
+        capture.loop_jobs(manifest.load_loop_builder(REPRO), REPRO)
+    )
+    assert second.stdout.splitlines()[0].startswith(f"ran {jobs} scenarios and loops in ")
 
 
 def test_hanging_scenario_writes_nothing(tmp_path, snapshots_copy):

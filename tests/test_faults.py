@@ -169,7 +169,7 @@ def _first_loop(data):
             "field 'loops.9zzz' is not in repro/loop.py's all_answers()",
         ),
         (
-            lambda d: d["loops"].pop(sorted(k for k in d["loops"] if d["loops"][k]["fix"] != k)[0]),
+            lambda d: d["loops"].pop(_first_loop(d)),
             "is missing; repro/loop.py's all_answers() declares it",
         ),
         (

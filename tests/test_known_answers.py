@@ -98,3 +98,37 @@ def test_linear_regression_losses_follow_hand_written_sgd(s):
         b = b - 0.1 * 2 * err.sum(axis=0) / len(x)
     shown = list(f.per_step(s, "c1_fixed", "loss").values())
     assert shown == [round(v, 4) for v in expected]
+
+
+def step_one_norms(run):
+    return {g.name: g.norm for g in run.steps[0].grads}
+
+
+def fixed_step_one_norms(run):
+    return {g.name: g.norm for g in run.fix.steps[0].grads}
+
+
+def test_same_loss_twice_with_retain_doubles_every_step_one_gradient(s):
+    # Two backward calls on one loss accumulate d(loss)/dp twice: 2x the single call's.
+    run = s.loops["first-twice-nothing-retain"]
+    mine, fixed = step_one_norms(run), fixed_step_one_norms(run)
+    assert set(mine) == set(fixed)
+    for name, norm in fixed.items():
+        assert mine[name] == pytest.approx(2 * norm, rel=1e-5)
+
+
+def test_two_retained_backwards_equal_one_backward_on_the_sum(s):
+    # Gradients are linear: d(a)/dp + d(b)/dp = d(a + b)/dp, at every step.
+    run = s.loops["first-shared-nothing-retain"]
+    for mine, fixed in zip(run.steps, run.fix.steps, strict=True):
+        a = {g.name: g.norm for g in mine.grads}
+        b = {g.name: g.norm for g in fixed.grads}
+        assert a == pytest.approx(b, rel=1e-5)
+
+
+def test_retained_rnn_raises_once_a_stepped_weight_is_needed(s):
+    # Step 1's graph saves no weight (h0 needs no grad); step 2's saves weight_hh for the
+    # gradient into h1; opt.step() then changes it in place, so step 3's backward fails.
+    run = s.loops["later-one-rnn-retain"]
+    assert run.raised_step == 3
+    assert "modified by an inplace operation" in run.raised.message
