@@ -10,6 +10,11 @@ from .errors import InputError
 RECAPTURE = "run `python build.py` to capture it again"
 
 
+def shown(name):
+    """A hashed file as the reader finds it: repro/NAME, or a path from the top of the tree."""
+    return name if "/" in name else f"repro/{name}"
+
+
 def check_sources(path, snapshot, repro):
     """Stop if the snapshot was captured from other repro/ files than those read now."""
     current = repro.hashes()
@@ -18,12 +23,12 @@ def check_sources(path, snapshot, repro):
         if recorded is None:
             raise InputError(
                 path,
-                f"field 'sources.{name}' is missing: repro/{name} is newer than this snapshot; {RECAPTURE}",
+                f"field 'sources.{name}' is missing: {shown(name)} is newer than this snapshot; {RECAPTURE}",
             )
         if recorded != digest:
             raise InputError(
                 path,
-                f"field 'sources.{name}' does not match repro/{name}, which changed since the capture; {RECAPTURE}",
+                f"field 'sources.{name}' does not match {shown(name)}, which changed since the capture; {RECAPTURE}",
             )
     gone = sorted(set(snapshot.sources) - set(current))
     if gone:

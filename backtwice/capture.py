@@ -19,15 +19,18 @@ from .errors import CaptureError, InputError
 from .snapshot import (
     SCHEMA,
     Anomaly,
+    Diagnosis,
     Environment,
     FixedRun,
     Grad,
     LoopRun,
     Output,
+    Place,
     Raised,
     ScenarioRun,
     Snapshot,
     Step,
+    Traversal,
 )
 
 HARNESS = Path(__file__).with_name("harness.py")
@@ -75,15 +78,20 @@ def loop_jobs(builder, repro):
 
 
 def modules(repro):
-    """The helper modules scenarios import, as the text the snapshot hashes."""
-    return {
-        Path(name).stem: {
-            "file": str((repro.folder / name).resolve()),
-            "source": repro.sources[name],
+    """The modules the harness installs from the text the snapshot hashes: the scenarios'
+    support.py, and the diagnoser it runs every scenario under."""
+    found = {
+        "backtwice_diagnose": {
+            "file": str(manifest.DIAGNOSER_FILE),
+            "source": repro.sources[manifest.DIAGNOSER],
         }
-        for name in (manifest.SUPPORT,)
-        if name in repro.sources
     }
+    if manifest.SUPPORT in repro.sources:
+        found["support"] = {
+            "file": str((repro.folder / manifest.SUPPORT).resolve()),
+            "source": repro.sources[manifest.SUPPORT],
+        }
+    return found
 
 
 class Child:
@@ -246,6 +254,13 @@ def _outputs(result):
 def scenario_run(scenario, result):
     """Check a scenario's result against its declaration and record it."""
     raised = result["raised"]
+    diagnosis = result["diagnosis"]
+    if diagnosis is not None and diagnosis["changed"]:
+        raise CaptureError(
+            scenario.path,
+            f"scenario '{scenario.id}' did something else under backtwice/diagnose.py "
+            f"({diagnosis['changed']}); the diagnoser must not change what a script does: fix it",
+        )
     if scenario.expect == "runs" and raised is not None:
         raise CaptureError(
             scenario.path,
@@ -258,7 +273,41 @@ def scenario_run(scenario, result):
             scenario.path,
             'is declared to raise but ran to the end; fix the scenario, or set expect = "runs" in repro/scenarios.toml',
         )
-    return ScenarioRun(scenario.expect, _raised(result), _anomaly(result), _outputs(result))
+    return ScenarioRun(
+        scenario.expect,
+        _raised(result),
+        _anomaly(result),
+        _outputs(result),
+        _diagnosis(result["diagnosis"]),
+    )
+
+
+def _place(found, call=True):
+    if found is None:
+        return None
+    return Place(found["line"], found["code"], found["call"] if call else None)
+
+
+def _diagnosis(report):
+    """Record the diagnoser's report on a scenario: lines, cause, fix, and the text it prints."""
+    if report is None:
+        return None
+    freed = report["freed_by"]
+    node = report["node"]
+    return Diagnosis(
+        report["cause"],
+        _place(report["raised"]),
+        _place(freed),
+        None if freed is None else freed["retain_graph"],
+        None if node is None else node["name"],
+        _place(node, call=False),
+        report["fix"],
+        report["checker"],
+        tuple(
+            Traversal(_place(d["first"]), _place(d["second"])) for d in report["double_traversals"]
+        ),
+        report["text"],
+    )
 
 
 def loop_steps(result):

@@ -42,13 +42,15 @@ WALK_LIMIT = 2000  # nodes visited per call when looking for double traversals
 SEARCH_LIMIT = 200000  # nodes visited once the error fires
 TRANSFORMS = ("grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap")
 
-# The page's checker fragment for each cause; None where no checker case matches.
-# The checker's fragment format is being redesigned: this table is the one place to update.
+# The page's checker answers for each cause, as the URL fragment that selects them; the reader
+# picks what the run cannot tell (which kind of carried state, two losses or a GAN). Keys are
+# causes, and "shared-forward/grad" where the freeing call was torch.autograd.grad.
 CHECKER = {
-    "same-loss-twice": "#checker-section?cause=same-loss-twice",
-    "carried-state": "#checker-section?cause=carried-state",
-    "shared-forward": "#checker-section?cause=shared-forward",
-    "saved-read": None,
+    "same-loss-twice": "#when=first&calls=twice&reach=nothing&retain=none",
+    "carried-state": "#when=later&calls=one&retain=none",
+    "shared-forward": "#when=first&reach=nothing&retain=none",
+    "shared-forward/grad": "#when=first&calls=grad&reach=nothing&retain=none",
+    "saved-read": "#when=saved&calls=one&reach=nothing&retain=none",
 }
 
 _HERE = os.path.normcase(os.path.abspath(__file__))
@@ -280,7 +282,12 @@ class _Diagnoser:
         # make a reference cycle through its grad_fn when a node saves its own output.
         saved.tensor = tensor.detach()
         saved.version = tensor._version
-        saved.original = weakref.ref(tensor)
+        if tensor._is_view():
+            # Torch keeps a saved view alive and names its grad_fn when it reports an in-place
+            # change; a view made inside an op (a transposed weight) dies without this.
+            saved.original = lambda: tensor
+        else:
+            saved.original = weakref.ref(tensor)
         saved.code = frame.f_code if frame is not None else None
         saved.line = frame.f_lineno if frame is not None else None
         saved.clock = self.number
@@ -542,6 +549,8 @@ class _Diagnoser:
             "checker": CHECKER.get(cause),
             "double_traversals": self.doubles,
         }
+        if cause == "shared-forward" and freeing is not None and freeing.kind == "grad":
+            report["checker"] = CHECKER["shared-forward/grad"]
         if freeing is not None:
             report["freed_by"] = self._place(freeing)
             report["freed_by"]["retain_graph"] = freeing.retain_graph
@@ -729,13 +738,17 @@ def _write_json(path, report):
 class diagnose:  # noqa: N801 - used as `with diagnose():`, like a function
     """Record backward calls inside the block and report the error if it fires there."""
 
-    def __init__(self, json_path=None):
+    def __init__(self, json_path=None, script=None, shown=None):
+        """`script` and `shown`: report that file under that name, and keep the report quiet
+        (read it from .report); the page's capture uses this."""
         self.json_path = json_path
+        self.script = script
+        self.shown = shown
         self.state = None
 
     def __enter__(self):
         if _ACTIVE is None:
-            self.state = _Diagnoser()
+            self.state = _Diagnoser(self.script, self.shown)
             self.state.start()
         return self
 

@@ -12,8 +12,10 @@ torch is imported, then {"event": "start", "id": ...} and {"event": "done", "id"
 "result": {...}} per job. Everything else the scenarios print is kept off that channel.
 """
 
+import contextlib
 import io
 import json
+import linecache
 import os
 import platform
 import random
@@ -23,6 +25,7 @@ import traceback
 import warnings
 
 SEED = 0
+DIAGNOSER = "backtwice_diagnose"  # the module name the request's diagnoser is installed as
 ANOMALY_NODE = re.compile(r"Error detected in (\w+)\.")
 # What one job may print: the page shows every printed line, so past this it is a mistake.
 MAX_PRINT_BYTES = 64 * 1024  # printed text plus the JSON of the printed values
@@ -84,8 +87,11 @@ def describe_anomaly(caught, filename, source_lines):
     return None
 
 
-def execute(job, anomaly):
-    """Run one job's source in a fresh namespace with a fixed seed; return what happened."""
+def execute(job, anomaly, around=None):
+    """Run one job's source in a fresh namespace with a fixed seed; return what happened.
+
+    `around`, if given, is a context manager the source runs inside (the diagnoser).
+    """
     import torch
 
     random.seed(SEED)
@@ -108,15 +114,41 @@ def execute(job, anomaly):
 
     namespace = {"__name__": "__main__", "__file__": filename, "print": recording_print}
     code = compile(job["source"], filename, "exec")
+    # Source lines looked up by file name (tracebacks, the diagnoser) come from this text.
+    linecache.cache[filename] = (len(job["source"]), None, job["source"].splitlines(True), filename)
     error = None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            with torch.autograd.set_detect_anomaly(anomaly):
+            with torch.autograd.set_detect_anomaly(anomaly), around or contextlib.nullcontext():
                 exec(code, namespace)
         except Exception as exc:  # the scenario's own exception is the result
             error = exc
     return printed, error, caught
+
+
+def outcome(printed, error):
+    """What a run printed and raised, to compare two runs of one job."""
+    raised = None if error is None else (type(error).__name__, str(error))
+    return [p["text"] for p in printed], raised
+
+
+def diagnose_job(job, diagnoser, plain):
+    """Run a job under the diagnoser; return its report, the scenario named by its file name.
+
+    `plain` is the plain run's outcome(); a run under the diagnoser that prints or raises
+    anything else is reported as "changed", since observing must not change the outcome.
+    """
+    shown = os.path.basename(job["file"])
+    around = diagnoser.diagnose(script=job["file"], shown=shown)
+    printed, error, _ = execute(job, anomaly=False, around=around)
+    report = around.report
+    report["text"] = diagnoser.format_report(report) if report["error"] else None
+    seen = outcome(printed, error)
+    report["changed"] = (
+        None if seen == plain else f"plain run {plain!r}, under the diagnoser {seen!r}"
+    )
+    return report
 
 
 def run_job(job):
@@ -126,11 +158,14 @@ def run_job(job):
         printed, error, _ = execute(job, anomaly=False)
     except TooMuchOutput as exc:
         return {"too_much_output": str(exc)}
-    result = {"outputs": printed, "raised": None, "anomaly": None}
+    result = {"outputs": printed, "raised": None, "anomaly": None, "diagnosis": None}
     if error is not None:
         result["raised"] = describe_exception(error, job["file"], lines)
         _, _, caught = execute(job, anomaly=True)
         result["anomaly"] = describe_anomaly(caught, job["file"], lines)
+    diagnoser = sys.modules.get(DIAGNOSER)
+    if diagnoser is not None:
+        result["diagnosis"] = diagnose_job(job, diagnoser, outcome(printed, error))
     return result
 
 

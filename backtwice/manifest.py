@@ -16,6 +16,10 @@ from .errors import InputError
 
 MANIFEST = "scenarios.toml"
 SUPPORT = "support.py"
+# The diagnoser runs on every scenario at capture, and the page shows its source: it is hashed
+# with repro/'s files, under this name.
+DIAGNOSER = "backtwice/diagnose.py"
+DIAGNOSER_FILE = Path(__file__).with_name("diagnose.py")
 LOOP_BUILDER = "loop.py"
 DEFAULT_TIMEOUT = 30.0
 MAX_TIMEOUT = 600.0
@@ -48,7 +52,8 @@ class Repro:
     scenarios: tuple[Scenario, ...]
     """The declared scenarios, in manifest order."""
     sources: dict[str, str]
-    """Every file's text by file name: scenarios, the manifest, support.py and loop.py."""
+    """Every file's text by file name: scenarios, the manifest, support.py, loop.py and
+    backtwice/diagnose.py (DIAGNOSER)."""
     builder: types.ModuleType | None
     """repro/loop.py, executed from the text in `sources`, or None where there is none."""
     folder: Path
@@ -213,6 +218,7 @@ def load(repro):
     for name in (SUPPORT, LOOP_BUILDER):
         if (repro / name).is_file():
             sources[name] = read_text(repro / name)
+    sources[DIAGNOSER] = read_text(DIAGNOSER_FILE)
     if LOOP_BUILDER in sources:
         builder = load_module("repro_loop", repro / LOOP_BUILDER, sources[LOOP_BUILDER])
     return Repro(scenarios, sources, builder, repro)

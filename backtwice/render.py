@@ -15,13 +15,14 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
-from . import agreement, checker, claims, manifest, svg, versions
+from . import agreement, checker, claims, diagnosis, manifest, svg, versions
 from . import facts as f
 from .errors import ClaimError, InputError
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = ROOT / "templates"
 STATIC = ROOT / "static"
+SCRIPTS = ("checker.js", "download.js")  # inlined as one script, allowed by its hash
 
 
 # Token classes left uncoloured: their spans are dropped to keep the page small.
@@ -268,7 +269,7 @@ def render_page(snapshots, repro):
     data, loop_rows = checker.build(snapshot.loops) if snapshot.loops else ({}, [])
     code_html = "".join(view["code"] for view in views.values())
     css = minify_css((STATIC / "style.css").read_text(encoding="utf-8") + pygments_css(code_html))
-    js = (STATIC / "checker.js").read_text(encoding="utf-8")
+    js = "\n".join((STATIC / name).read_text(encoding="utf-8") for name in SCRIPTS)
     env = Environment(
         loader=FileSystemLoader(TEMPLATES),
         autoescape=True,
@@ -291,6 +292,7 @@ def render_page(snapshots, repro):
         loop_rows=loop_rows,
         faq_json=json_script(faq(snapshot, sentences)),
         matrix=versions.matrix(snapshots),
+        diagnoser=diagnosis.view(snapshots, repro),
         css=Markup(css),
         js=Markup(js),
         csp=f"default-src 'none'; script-src {csp_hash(js)}; style-src {csp_hash(css)}; "

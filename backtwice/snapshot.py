@@ -79,6 +79,54 @@ class Output:
 
 
 @dataclass(frozen=True)
+class Place:
+    """A line of a scenario that the diagnoser names."""
+
+    line: int | None
+    """1-based line in the scenario's file."""
+    code: str | None
+    """That line's text, stripped."""
+    call: int | None
+    """The backward / autograd.grad call's number in the run, where the line makes one."""
+
+
+@dataclass(frozen=True)
+class Traversal:
+    """A second backward through nodes that saved nothing: no error, gradients added again."""
+
+    first: Place
+    """The call that went through them first."""
+    second: Place
+    """The call that went through them again."""
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """What backtwice/diagnose.py reported when the scenario ran under it."""
+
+    cause: str | None
+    """same-loss-twice, carried-state, shared-forward, saved-read, or None (no such error)."""
+    raised: Place | None
+    """The call that raised, or the line that read a freed saved tensor."""
+    freed_by: Place | None
+    """The earlier call that freed what the raising one needed."""
+    retain_graph: bool | None
+    """That call's retain_graph."""
+    node: str | None
+    """The node whose saved tensors were gone (its name varies by torch build)."""
+    forward: Place | None
+    """The scenario's forward line that created that node."""
+    fix: str | None
+    """The one-sentence fix the diagnoser gives."""
+    checker: str | None
+    """The page's checker fragment for the same case."""
+    double_traversals: tuple[Traversal, ...]
+    """Second backwards through nodes that saved no tensors (pytorch/pytorch#13494)."""
+    text: str | None
+    """The report as the diagnoser prints it, when there was an error."""
+
+
+@dataclass(frozen=True)
 class ScenarioRun:
     """What one scenario of repro/scenarios.toml did."""
 
@@ -90,6 +138,8 @@ class ScenarioRun:
     """What anomaly mode named, when it raised and anomaly mode named anything."""
     outputs: tuple[Output, ...]
     """Its print() calls, in order."""
+    diagnosis: Diagnosis | None
+    """What the diagnoser reported on a third run, or None where the capture had none."""
 
 
 @dataclass(frozen=True)

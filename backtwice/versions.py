@@ -114,16 +114,16 @@ def differences(snapshots):
     return found
 
 
-def _join(words):
+def join(words):
     """'a', 'a and b', 'a, b and c', as Markup (plain words are escaped)."""
     words = [escape(word) for word in words]
     return words[0] if len(words) == 1 else Markup(", ").join(words[:-1]) + " and " + words[-1]
 
 
 def _changed(aspect, items):
-    shown = [Markup("<code>{}</code> (torch {})").format(n, _join(v)) for n, v in items[:3]]
+    shown = [Markup("<code>{}</code> (torch {})").format(n, join(v)) for n, v in items[:3]]
     more = [Markup("{} more").format(len(items) - 3)] if len(items) > 3 else []
-    return Markup("the {} of {}").format(aspect, _join(shown + more))
+    return Markup("the {} of {}").format(aspect, join(shown + more))
 
 
 def summary(snapshots):
@@ -135,9 +135,9 @@ def summary(snapshots):
     changed = [_changed(aspect, items) for aspect, items in found.items() if items]
     start = Markup(
         "On all {} versions captured (torch {}), the {} scenarios and {} checker loops "
-    ).format(len(versions), _join(versions), len(newest.scenarios), len(newest.loops))
+    ).format(len(versions), join(versions), len(newest.scenarios), len(newest.loops))
     same = (
-        Markup("had the same {}").format(_join(held))
+        Markup("had the same {}").format(join(held))
         if held
         else Markup("had none of the compared parts in common")
     )
@@ -146,5 +146,5 @@ def summary(snapshots):
     return (
         start
         + same
-        + Markup("; what differs from torch {}: {}.").format(versions[-1], _join(changed))
+        + Markup("; what differs from torch {}: {}.").format(versions[-1], join(changed))
     )

@@ -305,6 +305,7 @@ def test_doctored_figures_are_shown(page: Page, doctor):
         memory[2]["values"][5] = memory[3]["values"][5] = 3 * 2**20
         data["scenarios"]["c3_summed_twice"]["anomaly"]["code"] = "doctored = line()"
         data["scenarios"]["c1_backward_twice"]["raised"]["line"] = 5
+        data["scenarios"]["c1_backward_twice"]["diagnosis"]["raised"]["line"] = 5
         data["loops"]["later-one-rnn-none"]["raised_step"] = 3
         for step in data["loops"]["first-shared-nothing-retain"]["steps"]:
             step["saved"] = 7

@@ -96,7 +96,7 @@ def test_names_raising_freeing_and_forward_lines(reports, name):
     assert report["node"]["file"] == relative(name)
     source = (CASES / name).read_text().splitlines()
     assert report["raised"]["code"] == source[lines["raises"][0] - 1].strip()
-    assert report["checker"] == diagnose.CHECKER[headers["cause"]]
+    assert report["checker"] == diagnose.CHECKER[headers.get("checker", headers["cause"])]
     assert "Trying to backward through the graph a second time" in report["error"]
 
 
@@ -327,3 +327,18 @@ def test_cases_under_other_torch(python):
         assert report["raised"]["line"] == lines["raises"][0], name
         assert report["freed_by"]["line"] == lines["frees"][0], name
         assert report["node"]["line"] == lines["forward"][0], name
+
+
+def test_checker_fragments_select_checker_answers():
+    # Each fragment names questions and options the page's checker offers; a fragment that
+    # answers all four questions is a combination that has a captured loop.
+    from backtwice import checker, manifest
+
+    options = {name: {value for value, _ in choices} for name, _, _, choices in checker.QUESTIONS}
+    keys = {a.key for a in manifest.load_loop_builder(ROOT / "repro").all_answers()}
+    for cause, fragment in diagnose.CHECKER.items():
+        answers = dict(part.split("=") for part in fragment.lstrip("#").split("&"))
+        assert set(answers) <= set(checker.NAMES), cause
+        assert all(value in options[name] for name, value in answers.items()), cause
+        if len(answers) == len(checker.NAMES):
+            assert "-".join(answers[name] for name in checker.NAMES) in keys, cause

@@ -2,6 +2,7 @@
 
 # expect-cause: shared-forward
 # expect-fix: create_graph=True
+# expect-checker: shared-forward/grad
 import torch
 from torch import nn
 
