@@ -142,7 +142,10 @@ def test_environment_is_recorded(known):
     assert (result.environment.torch, result.environment.build) == (public, build)
     assert result.environment.python == ".".join(map(str, sys.version_info[:3]))
     assert result.environment.captured == "2026-01-01"
-    assert set(result.sources) == {f"{name}.py" for name in KNOWN} | {"scenarios.toml", "backtwice/diagnose.py"}
+    assert set(result.sources) == {f"{name}.py" for name in KNOWN} | {
+        "scenarios.toml",
+        "backtwice/diagnose.py",
+    }
 
 
 def test_hanging_scenario_times_out_by_name(tmp_path):
