@@ -1,7 +1,8 @@
 """Time the build against importing torch: python bench/speed.py [--runs N].
 
 Prints the median wall time of `python build.py`, of `python -c "import torch"`, their ratio
-(target: at most 1.5), the median of `python build.py --render-only` (target: under 0.5 s), and
+(target: at most 1.5), the same for one SGD step in a fresh interpreter (the floor for any
+capture that trains a model: torch's optimizers import torch._dynamo on first use), the median of `python build.py --render-only` (target: under 0.5 s), and
 what the checker's loops and their fixes add to a capture once torch is imported (target:
 under 0.3 s).
 """
@@ -21,6 +22,13 @@ sys.path.insert(0, str(ROOT))
 from backtwice import capture, manifest  # noqa: E402
 
 
+# The least a capture with real training steps can cost: torch, a model, one optimizer step.
+ONE_STEP = (
+    "import torch; m = torch.nn.Linear(2, 1); o = torch.optim.SGD(m.parameters(), lr=0.1); "
+    "o.zero_grad(); m(torch.ones(2)).sum().backward(); o.step()"
+)
+
+
 def median_time(command, runs):
     """Run a command `runs` times; return the median wall time in seconds."""
     times = []
@@ -36,7 +44,7 @@ def job_seconds(jobs, runs):
     times = []
     for _ in range(runs):
         said = []
-        capture.run_child(sys.executable, ROOT / "repro", jobs, said.append)
+        capture.run_child(sys.executable, manifest.load(ROOT / "repro"), jobs, said.append)
         times.append(float(said[-1].split(" in ")[1].split()[0]))
     return statistics.median(times)
 
@@ -51,6 +59,7 @@ def main():
         out = ["--snapshots", str(snaps), "--out", str(Path(tmp) / "site"), "--quiet"]
         build = median_time([sys.executable, "build.py", *out], args.runs)
         torch = median_time([sys.executable, "-c", "import torch"], args.runs)
+        step = median_time([sys.executable, "-c", ONE_STEP], args.runs)
         render = median_time([sys.executable, "build.py", "--render-only", *out], args.runs)
     repro = ROOT / "repro"
     loops = capture.loop_jobs(manifest.load_loop_builder(repro), repro)
@@ -58,6 +67,8 @@ def main():
     print(f"python build.py               {build:6.2f} s (median of {args.runs})")
     print(f'python -c "import torch"      {torch:6.2f} s')
     print(f"ratio                         {build / torch:6.2f}   (target <= 1.5)")
+    print(f"one SGD step, fresh process   {step:6.2f} s   ({step / torch:.2f} x import torch)")
+    print(f"build / one SGD step          {build / step:6.2f}")
     print(f"python build.py --render-only {render:6.2f} s   (target < 0.5)")
     print(
         f"the {len(loops)} checker loop runs    {loop_time:6.2f} s   (target < 0.3, torch already imported)"
