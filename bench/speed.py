@@ -21,7 +21,6 @@ sys.path.insert(0, str(ROOT))
 
 from backtwice import capture, manifest  # noqa: E402
 
-
 # The least a capture with real training steps can cost: torch, a model, one optimizer step.
 ONE_STEP = (
     "import torch; m = torch.nn.Linear(2, 1); o = torch.optim.SGD(m.parameters(), lr=0.1); "
