@@ -14,58 +14,50 @@ OTHER = ("other", "None of these fits")
 QUESTIONS = (
     (
         "when",
-        "When does the error appear?",
-        "Run a few steps and look at the traceback.",
+        "When does it raise?",
+        "",
         (
-            ("first", "On the first training step"),
-            ("later", "On a later step (the second, usually)"),
-            (
-                "saved",
-                "When code reads a saved tensor after backward (grad_fn._saved_..., a graph viewer)",
-            ),
+            ("first", "On the first step"),
+            ("later", "On a later step"),
+            ("saved", "When code reads a saved tensor (grad_fn._saved_*, a graph viewer)"),
             OTHER,
         ),
     ),
     (
         "calls",
-        "What backward calls does one step make?",
-        "Count every backward() and torch.autograd.grad() between two forward passes, helpers included.",
+        "What backward calls does a step make?",
+        "Count backward() and autograd.grad() calls, in helpers too.",
         (
-            ("one", "One backward() on one loss"),
+            ("one", "One backward()"),
             ("twice", "backward() twice on the same loss"),
-            ("shared", "Two losses that share part of the forward pass, backward() on each"),
-            ("gan", "A GAN: the discriminator's backward, then the generator's"),
-            ("grad", "torch.autograd.grad (a gradient penalty), then backward()"),
+            ("shared", "backward() on each of two losses from one forward pass"),
+            ("gan", "A GAN: D's backward, then G's"),
+            ("grad", "autograd.grad() (a gradient penalty), then backward()"),
             OTHER,
         ),
     ),
     (
         "reach",
-        "What does this step's forward pass use from an earlier step?",
-        "A tensor that still has a grad_fn from an earlier step, or from before the loop. On the"
-        " first step there is no earlier step yet: fix that error first, and if a later step then"
-        " raises, answer again.",
+        "What does the forward pass reuse from an earlier step?",
+        "Something with a grad_fn from an earlier step or from before the loop.",
         (
-            ("nothing", "Nothing: every step starts from fresh data"),
+            ("nothing", "Nothing: fresh data each step"),
             ("rnn", "An RNN or GRU hidden state, not detached"),
-            ("lstm", "An LSTM state: h is detached, c is not"),
-            (
-                "before",
-                "A tensor computed once before the loop from parameters (a normalised weight, a cached embedding)",
-            ),
-            ("total", "A running total of the loss, and backward() on the total"),
-            ("kept", "Outputs kept across steps in a list or replay buffer"),
+            ("lstm", "An LSTM state with h detached, c not"),
+            ("before", "A tensor computed from parameters before the loop (a normalised weight)"),
+            ("total", "A running total of the loss, with backward() on it"),
+            ("kept", "Outputs kept in a list or replay buffer"),
             OTHER,
         ),
     ),
     (
         "retain",
         "Did you add retain_graph=True or create_graph=True?",
-        "If you added retain_graph=True because the message suggests it, say so here.",
+        "Say so even if the message made you add it.",
         (
             ("none", "Neither"),
-            ("retain", "retain_graph=True on the first backward or grad call"),
-            ("create", "create_graph=True on torch.autograd.grad"),
+            ("retain", "retain_graph=True on the first call"),
+            ("create", "create_graph=True on autograd.grad()"),
             OTHER,
         ),
     ),
@@ -75,17 +67,17 @@ NAMES = tuple(q[0] for q in QUESTIONS)
 
 # Each preset: its name, the loop that is that case, and the page section that explains it.
 PRESETS = (
-    ("Backward twice on one loss", "first-twice-nothing-none", "cause-1"),
-    ("RNN hidden state not detached", "later-one-rnn-none", "cause-2"),
+    ("Same loss twice", "first-twice-nothing-none", "cause-1"),
+    ("RNN state not detached", "later-one-rnn-none", "cause-2"),
     ("LSTM with only h detached", "later-one-lstm-none", "cause-2"),
-    ("A tensor computed before the loop", "later-one-before-none", "cause-2"),
+    ("Tensor computed before the loop", "later-one-before-none", "cause-2"),
     ("Running total of the loss", "later-one-total-none", "cause-2"),
     ("Outputs kept in a list", "later-one-kept-none", "cause-2"),
-    ("Two losses on one forward pass", "first-shared-nothing-none", "cause-3"),
+    ("Two losses, one forward pass", "first-shared-nothing-none", "cause-3"),
     ("GAN without detach", "first-gan-nothing-none", "cause-4"),
-    ("Gradient penalty with autograd.grad", "first-grad-nothing-none", "grad"),
+    ("Gradient penalty", "first-grad-nothing-none", "grad"),
     ("Reading saved tensors after backward", "saved-one-nothing-none", "saved"),
-    ("Added retain_graph=True, now an in-place error", "later-one-rnn-retain", "inplace"),
+    ("retain_graph=True, then an in-place error", "later-one-rnn-retain", "inplace"),
 )
 
 # The expert's edit for each answer that the fix changes (the diff below it shows the lines).

@@ -168,12 +168,12 @@ def faq(snapshot, sentences):
 
 
 FIXES = (
-    ("c1_backward_twice", "c1_fixed", "The same loss twice: keep one call.", "cause-1"),
+    ("c1_backward_twice", "c1_fixed", "Same loss twice: keep one call.", "cause-1"),
     ("c2_no_detach", "c2_rnn_detach", "State carried into the next step: detach it.", "cause-2"),
     (
         "c3_two_backwards",
         "c3_summed",
-        "Two losses on one forward pass: sum them, one backward.",
+        "Two losses, one forward pass: sum them.",
         "cause-3",
     ),
     ("c4_gan_no_detach", "c4_gan_detach", "A GAN: give D the detached fake batch.", "cause-4"),
