@@ -242,8 +242,8 @@ def verdict(run: LoopRun):
     costs = costs_of(run)
     steps = len(run.steps)
     if costs:
-        return Verdict("costs", f"Runs all {steps} steps, but it " + "; it ".join(costs) + ".")
-    return Verdict("runs", f"Runs all {steps} steps, its gradients equal to the fixed loop's.")
+        return Verdict("costs", f"Runs all {steps} steps, but " + "; ".join(costs) + ".")
+    return Verdict("runs", f"Runs all {steps} steps, with the same gradients as the fixed loop.")
 
 
 def costs_of(run: LoopRun):
@@ -251,42 +251,60 @@ def costs_of(run: LoopRun):
     costs = []
     depths = [max(s.depths) for s in run.steps]
     if len(depths) > 1 and depths[-1] > depths[0]:
-        costs.append(
-            f"grows the graph: depth {', '.join(map(str, depths))} over {len(depths)} steps"
-        )
+        costs.append(f"its graph deepens every step (depth {depths[0]} to {depths[-1]})")
     saved = [s.saved for s in run.steps]
     fixed_saved = [s.saved for s in run.fix.steps]
     if len(saved) > 1 and saved[-1] > saved[0]:
-        costs.append(
-            f"grows memory: {', '.join(map(str, saved))} saved tensors alive after each step"
-        )
+        costs.append(f"saved tensors pile up ({saved[0]} to {saved[-1]} alive after a step)")
     elif saved and max(saved) > max(fixed_saved):
         costs.append(
-            f"keeps {plural(max(saved), 'saved tensor')} alive after each step, where the fixed loop keeps {max(fixed_saved)}"
+            f"it keeps {plural(max(saved), 'saved tensor')} alive after each step, where the fixed loop keeps {max(fixed_saved)}"
         )
     words, first_diff = compare_grads(run.steps, run.fix.steps)
     if first_diff == 1:
         what = words[0][1]
         if what.endswith("times"):
-            costs.append(f"gets gradients {what} the fixed loop's at step 1")
+            costs.append(f"its step-1 gradients are {what} the fixed loop's")
         else:
             costs.append(
-                f"gets other gradients than the fixed loop at step 1 ({what.replace('different for ', 'for ')})"
+                f"its step-1 gradients differ from the fixed loop's ({what.replace('different for ', 'for ')})"
             )
     elif first_diff is not None:
-        costs.append(f"learns something else than the fixed loop from step {first_diff}")
+        costs.append(f"from step {first_diff} it learns something other than the fixed loop")
     return tuple(costs)
+
+
+def _and(items):
+    """'a', 'a and b', 'a, b and c'."""
+    items = [str(i) for i in items]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def steps_sentence(steps: tuple[Step, ...]):
     """Say what completed steps did: graph depth per call, saved tensors, optimizer steps."""
-    depths = "; ".join(", ".join(map(str, s.depths)) for s in steps)
-    saved = ", ".join(str(s.saved) for s in steps)
+    every = " at every step" if len(steps) > 1 else ""
+    if len({s.depths for s in steps}) == 1:
+        count = len(steps[0].depths)
+        per_call = f" for its {count} backward calls" if count > 1 else ""
+        depth = f"graph depth {_and(steps[0].depths)}{per_call}{every}"
+    elif all(len(s.depths) == 1 for s in steps):
+        depth = f"graph depth {_and(s.depths[0] for s in steps)}, step by step"
+    else:
+        depth = "graph depth by step: " + "; ".join(_and(s.depths) for s in steps)
+    saved = [s.saved for s in steps]
+    if not any(saved):
+        kept = f"no saved tensor left alive after {'a step' if every else 'it'}"
+    elif len(set(saved)) == 1:
+        kept = (
+            f"{plural(saved[0], 'saved tensor')} left alive after {'every step' if every else 'it'}"
+        )
+    else:
+        kept = "saved tensors left alive after each step: " + ", ".join(map(str, saved))
     stepping = all(s.grads for s in steps)
     return (
-        f"ran {plural(len(steps), 'step')}{', the optimizer stepping each time' if stepping else ''};"
-        f" graph depth per backward call, step by step: {depths}; saved tensors alive after each"
-        f" step: {saved}"
+        f"ran {plural(len(steps), 'step')}{', the optimizer stepping' if stepping else ''}"
+        f"{' each time' if stepping and every else ''};"
+        f" {depth}; {kept}"
     )
 
 
