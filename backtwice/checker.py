@@ -19,7 +19,7 @@ QUESTIONS = (
         (
             ("first", "On the first step"),
             ("later", "On a later step"),
-            ("saved", "When code reads a saved tensor (grad_fn._saved_*, a graph viewer)"),
+            ("saved", "When reading a saved tensor (grad_fn._saved_*, a graph viewer)"),
             OTHER,
         ),
     ),
@@ -30,7 +30,7 @@ QUESTIONS = (
         (
             ("one", "One backward()"),
             ("twice", "backward() twice on the same loss"),
-            ("shared", "backward() on each of two losses from one forward pass"),
+            ("shared", "backward() on two losses from one forward pass"),
             ("gan", "A GAN: D's backward, then G's"),
             ("grad", "autograd.grad() (a gradient penalty), then backward()"),
             OTHER,
@@ -39,7 +39,7 @@ QUESTIONS = (
     (
         "reach",
         "What does the forward pass reuse from an earlier step?",
-        "Something with a grad_fn from an earlier step or from before the loop.",
+        "Anything with a grad_fn from an earlier step or before the loop.",
         (
             ("nothing", "Nothing: fresh data each step"),
             ("rnn", "An RNN or GRU hidden state, not detached"),
@@ -53,7 +53,7 @@ QUESTIONS = (
     (
         "retain",
         "Did you add retain_graph=True or create_graph=True?",
-        "Say so even if the message made you add it.",
+        "Count one you added because the message suggested it.",
         (
             ("none", "Neither"),
             ("retain", "retain_graph=True on the first call"),
@@ -332,6 +332,11 @@ def diff_lines(old, new):
     return lines
 
 
+def encode_diff(lines, ref):
+    """A diff as one string of string indices: '5' unchanged, '-20' removed, '+21' added."""
+    return " ".join(("" if kind == " " else kind) + str(ref(text)) for kind, text in lines)
+
+
 def section_of(run: LoopRun, kind):
     """The page section that explains a combination's main problem."""
     if kind == "inplace":
@@ -385,7 +390,7 @@ def build(loops):
             "grads": ref(grads_sentence(run)),
             "fix": ref(fix_text),
             "tempting": ref(tempting_sentence(run)),
-            "diff": [[kind, ref(text)] for kind, text in diff_lines(run.source, run.fix.source)],
+            "diff": encode_diff(diff_lines(run.source, run.fix.source), ref),
             "fixed": ref(f"With the fix, the loop {steps_sentence(run.fix.steps)}."),
             "section": section_of(run, v.kind),
         }
