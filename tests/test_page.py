@@ -309,3 +309,7 @@ def test_every_claim_has_a_doctored_snapshot_or_an_older_test():
     older = {"retained_grads_add", "detached_depth_constant", "retained_depth_grows_by_one"}
     older |= {"summed_twice_raises", "gan_generator_raises", "create_graph_second_derivative"}
     assert {claim.id for claim in claims.CLAIMS} == set(DOCTORED) | older
+
+
+def test_minified_script_drops_only_comment_lines_indentation_and_blanks():
+    assert render.minify_js("  // why\n  var a = 1;  // keep\n\n}\n") == "var a = 1;  // keep\n}\n"
