@@ -14,58 +14,50 @@ OTHER = ("other", "None of these fits")
 QUESTIONS = (
     (
         "when",
-        "When does the error appear?",
-        "Run a few steps and look at the traceback.",
+        "When does it raise?",
+        "",
         (
-            ("first", "On the first training step"),
-            ("later", "On a later step (the second, usually)"),
-            (
-                "saved",
-                "When code reads a saved tensor after backward (grad_fn._saved_..., a graph viewer)",
-            ),
+            ("first", "On the first step"),
+            ("later", "On a later step"),
+            ("saved", "When reading a saved tensor (grad_fn._saved_*, a graph viewer)"),
             OTHER,
         ),
     ),
     (
         "calls",
-        "What backward calls does one step make?",
-        "Count every backward() and torch.autograd.grad() between two forward passes, helpers included.",
+        "What backward calls does a step make?",
+        "Count backward() and autograd.grad() calls, in helpers too.",
         (
-            ("one", "One backward() on one loss"),
+            ("one", "One backward()"),
             ("twice", "backward() twice on the same loss"),
-            ("shared", "Two losses that share part of the forward pass, backward() on each"),
-            ("gan", "A GAN: the discriminator's backward, then the generator's"),
-            ("grad", "torch.autograd.grad (a gradient penalty), then backward()"),
+            ("shared", "backward() on two losses from one forward pass"),
+            ("gan", "A GAN: D's backward, then G's"),
+            ("grad", "autograd.grad() (a gradient penalty), then backward()"),
             OTHER,
         ),
     ),
     (
         "reach",
-        "What does this step's forward pass use from an earlier step?",
-        "A tensor that still has a grad_fn from an earlier step, or from before the loop. On the"
-        " first step there is no earlier step yet: fix that error first, and if a later step then"
-        " raises, answer again.",
+        "What does the forward pass reuse from an earlier step?",
+        "Anything with a grad_fn from an earlier step or before the loop.",
         (
-            ("nothing", "Nothing: every step starts from fresh data"),
+            ("nothing", "Nothing: fresh data each step"),
             ("rnn", "An RNN or GRU hidden state, not detached"),
-            ("lstm", "An LSTM state: h is detached, c is not"),
-            (
-                "before",
-                "A tensor computed once before the loop from parameters (a normalised weight, a cached embedding)",
-            ),
-            ("total", "A running total of the loss, and backward() on the total"),
-            ("kept", "Outputs kept across steps in a list or replay buffer"),
+            ("lstm", "An LSTM state with h detached, c not"),
+            ("before", "A tensor computed from parameters before the loop (a normalised weight)"),
+            ("total", "A running total of the loss, with backward() on it"),
+            ("kept", "Outputs kept in a list or replay buffer"),
             OTHER,
         ),
     ),
     (
         "retain",
         "Did you add retain_graph=True or create_graph=True?",
-        "If you added retain_graph=True because the message suggests it, say so here.",
+        "Count one you added because the message suggested it.",
         (
             ("none", "Neither"),
-            ("retain", "retain_graph=True on the first backward or grad call"),
-            ("create", "create_graph=True on torch.autograd.grad"),
+            ("retain", "retain_graph=True on the first call"),
+            ("create", "create_graph=True on autograd.grad()"),
             OTHER,
         ),
     ),
@@ -75,17 +67,17 @@ NAMES = tuple(q[0] for q in QUESTIONS)
 
 # Each preset: its name, the loop that is that case, and the page section that explains it.
 PRESETS = (
-    ("Backward twice on one loss", "first-twice-nothing-none", "cause-1"),
-    ("RNN hidden state not detached", "later-one-rnn-none", "cause-2"),
+    ("Same loss twice", "first-twice-nothing-none", "cause-1"),
+    ("RNN state not detached", "later-one-rnn-none", "cause-2"),
     ("LSTM with only h detached", "later-one-lstm-none", "cause-2"),
-    ("A tensor computed before the loop", "later-one-before-none", "cause-2"),
+    ("Tensor computed before the loop", "later-one-before-none", "cause-2"),
     ("Running total of the loss", "later-one-total-none", "cause-2"),
     ("Outputs kept in a list", "later-one-kept-none", "cause-2"),
-    ("Two losses on one forward pass", "first-shared-nothing-none", "cause-3"),
+    ("Two losses, one forward pass", "first-shared-nothing-none", "cause-3"),
     ("GAN without detach", "first-gan-nothing-none", "cause-4"),
-    ("Gradient penalty with autograd.grad", "first-grad-nothing-none", "grad"),
+    ("Gradient penalty", "first-grad-nothing-none", "grad"),
     ("Reading saved tensors after backward", "saved-one-nothing-none", "saved"),
-    ("Added retain_graph=True, now an in-place error", "later-one-rnn-retain", "inplace"),
+    ("retain_graph=True, then an in-place error", "later-one-rnn-retain", "inplace"),
 )
 
 # The expert's edit for each answer that the fix changes (the diff below it shows the lines).
@@ -250,8 +242,8 @@ def verdict(run: LoopRun):
     costs = costs_of(run)
     steps = len(run.steps)
     if costs:
-        return Verdict("costs", f"Runs all {steps} steps, but it " + "; it ".join(costs) + ".")
-    return Verdict("runs", f"Runs all {steps} steps, its gradients equal to the fixed loop's.")
+        return Verdict("costs", f"Runs all {steps} steps, but " + "; ".join(costs) + ".")
+    return Verdict("runs", f"Runs all {steps} steps, with the same gradients as the fixed loop.")
 
 
 def costs_of(run: LoopRun):
@@ -259,42 +251,60 @@ def costs_of(run: LoopRun):
     costs = []
     depths = [max(s.depths) for s in run.steps]
     if len(depths) > 1 and depths[-1] > depths[0]:
-        costs.append(
-            f"grows the graph: depth {', '.join(map(str, depths))} over {len(depths)} steps"
-        )
+        costs.append(f"its graph deepens every step (depth {depths[0]} to {depths[-1]})")
     saved = [s.saved for s in run.steps]
     fixed_saved = [s.saved for s in run.fix.steps]
     if len(saved) > 1 and saved[-1] > saved[0]:
-        costs.append(
-            f"grows memory: {', '.join(map(str, saved))} saved tensors alive after each step"
-        )
+        costs.append(f"saved tensors pile up ({saved[0]} to {saved[-1]} alive after a step)")
     elif saved and max(saved) > max(fixed_saved):
         costs.append(
-            f"keeps {plural(max(saved), 'saved tensor')} alive after each step, where the fixed loop keeps {max(fixed_saved)}"
+            f"it keeps {plural(max(saved), 'saved tensor')} alive after each step, where the fixed loop keeps {max(fixed_saved)}"
         )
     words, first_diff = compare_grads(run.steps, run.fix.steps)
     if first_diff == 1:
         what = words[0][1]
         if what.endswith("times"):
-            costs.append(f"gets gradients {what} the fixed loop's at step 1")
+            costs.append(f"its step-1 gradients are {what} the fixed loop's")
         else:
             costs.append(
-                f"gets other gradients than the fixed loop at step 1 ({what.replace('different for ', 'for ')})"
+                f"its step-1 gradients differ from the fixed loop's ({what.replace('different for ', 'for ')})"
             )
     elif first_diff is not None:
-        costs.append(f"learns something else than the fixed loop from step {first_diff}")
+        costs.append(f"from step {first_diff} it learns something other than the fixed loop")
     return tuple(costs)
+
+
+def _and(items):
+    """'a', 'a and b', 'a, b and c'."""
+    items = [str(i) for i in items]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def steps_sentence(steps: tuple[Step, ...]):
     """Say what completed steps did: graph depth per call, saved tensors, optimizer steps."""
-    depths = "; ".join(", ".join(map(str, s.depths)) for s in steps)
-    saved = ", ".join(str(s.saved) for s in steps)
+    every = " at every step" if len(steps) > 1 else ""
+    if len({s.depths for s in steps}) == 1:
+        count = len(steps[0].depths)
+        per_call = f" for its {count} backward calls" if count > 1 else ""
+        depth = f"graph depth {_and(steps[0].depths)}{per_call}{every}"
+    elif all(len(s.depths) == 1 for s in steps):
+        depth = f"graph depth {_and(s.depths[0] for s in steps)}, step by step"
+    else:
+        depth = "graph depth by step: " + "; ".join(_and(s.depths) for s in steps)
+    saved = [s.saved for s in steps]
+    if not any(saved):
+        kept = f"no saved tensor left alive after {'a step' if every else 'it'}"
+    elif len(set(saved)) == 1:
+        kept = (
+            f"{plural(saved[0], 'saved tensor')} left alive after {'every step' if every else 'it'}"
+        )
+    else:
+        kept = "saved tensors left alive after each step: " + ", ".join(map(str, saved))
     stepping = all(s.grads for s in steps)
     return (
-        f"ran {plural(len(steps), 'step')}{', the optimizer stepping each time' if stepping else ''};"
-        f" graph depth per backward call, step by step: {depths}; saved tensors alive after each"
-        f" step: {saved}"
+        f"ran {plural(len(steps), 'step')}{', the optimizer stepping' if stepping else ''}"
+        f"{' each time' if stepping and every else ''};"
+        f" {depth}; {kept}"
     )
 
 
@@ -320,6 +330,11 @@ def diff_lines(old, new):
         if line[:1] in " -+":
             lines.append((line[:1], line[2:]))
     return lines
+
+
+def encode_diff(lines, ref):
+    """A diff as one string of string indices: '5' unchanged, '-20' removed, '+21' added."""
+    return " ".join(("" if kind == " " else kind) + str(ref(text)) for kind, text in lines)
 
 
 def section_of(run: LoopRun, kind):
@@ -375,7 +390,7 @@ def build(loops):
             "grads": ref(grads_sentence(run)),
             "fix": ref(fix_text),
             "tempting": ref(tempting_sentence(run)),
-            "diff": [[kind, ref(text)] for kind, text in diff_lines(run.source, run.fix.source)],
+            "diff": encode_diff(diff_lines(run.source, run.fix.source), ref),
             "fixed": ref(f"With the fix, the loop {steps_sentence(run.fix.steps)}."),
             "section": section_of(run, v.kind),
         }

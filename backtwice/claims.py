@@ -64,14 +64,6 @@ def _code(text):
     return Markup("<code>{}</code>").format(text)
 
 
-def one_message(s):
-    message = _raises(s, MAIN).message
-    raising = {name: run.raised.message for name, run in s.scenarios.items() if run.raised}
-    others = sorted(name for name, text in raising.items() if text != message)
-    require(others == [INPLACE], f"scenarios {others} raise another message, not just {INPLACE}")
-    return {"count": len(raising)}
-
-
 def two_triggers(s):
     backward = _raises(s, MAIN)
     read = _raises(s, "saved_tensors")
@@ -217,7 +209,7 @@ def anomaly_failing_step_only(s):
     node = f.run(s, "anomaly_from_start").anomaly
     require(node is not None and node.node in said, "it names another node")
     require("File " not in said and "line" not in said, "it names a forward line after all")
-    return {"said": said}
+    return {"node": node.node}
 
 
 def anomaly_names_first_freed_node(s):
@@ -312,9 +304,7 @@ def memory_device(s):
     require(device in ("cpu", "cuda"), f"it measured on {device!r}")
     require((device == "cuda") == bool(cuda), "CUDA figures do not match the device")
     if device == "cpu":
-        where = Markup(
-            "on the CPU; no GPU was present, so this page makes no claim about GPU memory"
-        )
+        where = Markup("on the CPU; with no GPU present, the page makes no claim about GPU memory")
     else:
         kept = {r["retain_graph"]: r["cuda allocated"] for r in cuda}
         where = Markup(
@@ -335,75 +325,69 @@ def inplace_follows_retain(s):
 
 CLAIMS = (
     Claim(
-        "one_message",
-        "error",
-        "Of the {count} scenarios on this page that fail, all but the in-place one below raise this text word for word.",
-        one_message,
-    ),
-    Claim(
         "two_triggers",
         "error",
-        "It has two triggers: a second backward through part of a graph, and reading a saved tensor after backward freed it.",
+        "It has two triggers: a second backward through part of a graph, and reading a saved tensor that backward freed.",
         two_triggers,
     ),
     Claim(
         "second_backward_raises",
         "cause-1",
-        "A training step that calls <code>loss.backward()</code> twice raises on the second call: the first call already freed the tensors the graph saved.",
+        "Calling <code>loss.backward()</code> twice in one step raises on the second call: the first freed the tensors the graph saved.",
         second_backward_raises,
     ),
     Claim(
         "one_call_trains",
         "cause-1",
-        "With one call per step the loop runs all {steps} steps and the loss falls from {first} to {last}.",
+        "Fix: keep one call; then all {steps} steps run and the loss falls from {first} to {last}.",
         one_call_trains,
     ),
     Claim(
         "retained_grads_add",
         "cause-1",
-        "With <code>retain_graph=True</code> on the first call both calls run and the gradients add up: <code>x.grad</code> goes from {first} to {second}.",
+        "With <code>retain_graph=True</code> on the first call both run, and the gradients add: <code>x.grad</code> goes from {first} to {second}.",
         retained_grads_add,
     ),
     Claim(
         "nosave_doubles_silently",
         "cause-1",
-        "A second backward through operations that save no tensors, such as <code>+</code> and <code>sum</code>, raises nothing and silently doubles the gradient, from {first} to {second}; PyTorch keeps this by design (pytorch/pytorch#13494).",
+        "Through operations that save no tensors, such as <code>+</code> and <code>sum</code>, a second backward raises nothing and silently doubles the gradient, from {first} to {second}; this is by design (pytorch/pytorch#13494).",
         nosave_doubles_silently,
     ),
     Claim(
         "carried_raises_on_step_2",
         "cause-2",
-        "A loop that carries an RNN's hidden state into the next step without detaching it raises on step 2, at <code>{code}</code>: that backward reaches into step 1's graph, which step 1's backward freed.",
+        "An RNN loop that carries its hidden state into the next step without detaching it raises on step 2 at <code>{code}</code>: that backward reaches into step 1's freed graph.",
         carried_raises_on_step_2,
     ),
     Claim(
         "detached_rnn_runs",
         "cause-2",
-        "With <code>h = h.detach()</code> at the end of each step, all {steps} steps run.",
+        "Fix: <code>h = h.detach()</code> at the end of each step; then all {steps} steps run.",
         detached_rnn_runs,
     ),
     Claim(
         "detached_depth_constant",
         "cause-2",
-        "Detached, the graph depth stays at {depth} on all {steps} steps.",
+        "detached, the depth stays at {depth} on all {steps} steps.",
         detached_depth_constant,
     ),
     Claim(
         "retained_depth_grows_by_one",
         "cause-2",
-        "With retain_graph=True every step it runs, but the depth grows by one node per step ({depths}): each backward walks the whole history.",
+        "Retained, it runs, but the depth grows by one node per step ({depths}): each backward walks the whole history.",
         retained_depth_grows_by_one,
     ),
     Claim(
         "second_loss_raises",
         "cause-3",
-        "Two losses computed from one shared forward pass, each with its own <code>backward()</code>, raise at the second call: the first freed the shared part ({shared}).",
+        "Two losses on one forward pass (an auxiliary head, a regulariser), each with its own <code>backward()</code>, raise at the second call: the first freed the shared part, {shared}.",
         second_loss_raises,
     ),
     Claim(
         "summed_equals_retained",
         "cause-3",
-        "Summing the two losses and calling <code>backward()</code> once gives the shared layer the same gradient as retaining the graph for a second call, to four decimals on all {steps} steps, and walks the graph once instead of twice.",
+        "Fix: sum the losses and call <code>backward()</code> once; the shared layer gets the same gradient as with a retained graph and two calls (to four decimals, all {steps} steps), in one walk.",
         summed_equals_retained,
     ),
     Claim(
@@ -415,43 +399,43 @@ CLAIMS = (
     Claim(
         "gan_generator_raises",
         "cause-4",
-        "In a GAN step whose discriminator loss uses the generator's output without <code>detach()</code>, the generator's <code>backward()</code> raises: the discriminator's backward already ran through the generator, and anomaly mode blames <code>{node}</code> from <code>{code}</code>.",
+        "If the discriminator D's loss uses the generator G's output without <code>detach()</code>, G's <code>backward()</code> raises: D's backward already went through G; anomaly mode names <code>{node}</code> from <code>{code}</code>.",
         gan_generator_raises,
     ),
     Claim(
         "gan_detach_isolates_g",
         "cause-4",
-        "With <code>D(fake.detach())</code> all {steps} steps run, the discriminator step leaves <code>G.weight.grad</code> at <code>None</code>, and the generator step fills it.",
+        "Fix: give D <code>fake.detach()</code>. All {steps} steps run; the D step leaves <code>G.weight.grad</code> at <code>None</code> and the G step fills it.",
         gan_detach_isolates_g,
     ),
     Claim(
         "anomaly_from_start_names_line",
         "anomaly",
-        "Turned on before the loop, it names <code>{node}</code>, created at <code>{code}</code> in the step before the one that failed.",
+        "On from before the loop, it names <code>{node}</code>, created at <code>{code}</code> in the step before the failing one.",
         anomaly_from_start_names_line,
     ),
     Claim(
         "anomaly_failing_step_only",
         "anomaly",
-        "Turned on for the failing step only, it cannot: <q>{said}</q>",
+        "On for the failing step only, it names <code>{node}</code> but no line.",
         anomaly_failing_step_only,
     ),
     Claim(
         "anomaly_names_first_freed_node",
         "anomaly",
-        "It names the first node, in backward order, whose saved tensors are gone, which need not be the shared one: for the summed loss called twice it names <code>{code}</code>, not the shared <code>{shared}</code>.",
+        "It names the first node, in backward order, whose saved tensors are gone, which need not be shared: for a summed loss called twice it names <code>{code}</code>, not the shared <code>{shared}</code>.",
         anomaly_names_first_freed_node,
     ),
     Claim(
         "saved_what_mul_needs",
         "saved",
-        "<code>exp</code> saves its output, and <code>x * b</code> saves <code>b</code> but not <code>x</code>: a multiplication keeps an operand only if the other one needs a gradient.",
+        "<code>exp</code> saves its output; <code>x * b</code> saves <code>b</code> but not <code>x</code>, as a product keeps an operand only if the other needs a gradient.",
         saved_what_mul_needs,
     ),
     Claim(
         "held_tensor_stays",
         "saved",
-        "After <code>backward()</code>, reading <code>y</code> through its node raises this error although no second backward ran, while the script's own <code>y</code> is intact: backward drops autograd's references, not yours.",
+        "After <code>backward()</code>, reading <code>y</code> through its node raises this error with no second backward, while the script's own <code>y</code> is intact: backward drops autograd's references, not yours.",
         held_tensor_stays,
     ),
     Claim(
@@ -463,37 +447,37 @@ CLAIMS = (
     Claim(
         "create_graph_then_backward_runs",
         "grad",
-        "<code>retain_graph</code> defaults to <code>create_graph</code>, so <code>autograd.grad(..., create_graph=True)</code> keeps the graph, and a gradient-penalty loop that calls backward after it runs all {steps} steps.",
+        "Fix: <code>create_graph=True</code>. <code>retain_graph</code> defaults to <code>create_graph</code>, so the graph is kept and the backward after it runs all {steps} steps.",
         create_graph_then_backward_runs,
     ),
     Claim(
         "create_graph_second_derivative",
         "grad",
-        "The same holds for higher derivatives: differentiating the gradient again gives {second}.",
+        "Higher derivatives work alike: the second derivative is {second}.",
         create_graph_second_derivative,
     ),
     Claim(
         "jacobian_rows_run",
         "retain",
-        "Taking several outputs' gradients one at a time needs it on every call but the last: these Jacobian rows are {rows}.",
+        "Several outputs' gradients taken one at a time need it on every call but the last: these Jacobian rows are {rows}.",
         jacobian_rows_run,
     ),
     Claim(
         "memory_freed_or_kept",
         "retain",
-        "With <code>retain_graph=False</code> autograd drops its references to the {saved} saved tensors, and as nothing else holds them none survives <code>backward()</code>; with <code>True</code> all {alive} ({mib} MiB) stay alive until the graph is dropped.",
+        "With <code>retain_graph=False</code> none of the {saved} saved tensors survives <code>backward()</code>, as autograd drops its references and nothing else holds them; with <code>True</code> all {alive} ({mib} MiB) stay alive until the graph goes.",
         memory_freed_or_kept,
     ),
     Claim(
         "memory_device",
         "retain",
-        "These are counts of tensors {where}.",
+        "Counted {where}.",
         memory_device,
     ),
     Claim(
         "inplace_follows_retain",
         "inplace",
-        "Adding <code>retain_graph=True</code> to an RNN loop with an optimizer, as the message suggests, gets past step 2 and fails on step {step} with <q>{head}</q>: <code>opt.step()</code> changed the weights in place, and the retained graph still needs their old values.",
+        "Adding <code>retain_graph=True</code> to an RNN loop with an optimizer, as the message suggests, gets past step 2 but fails on step {step} with <q>{head}</q>: <code>opt.step()</code> changed the weights in place, and the retained graph needs their old values.",
         inplace_follows_retain,
     ),
 )

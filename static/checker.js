@@ -89,9 +89,12 @@
     var pre = el("pre", "diff");
     pre.setAttribute("aria-label", "The loop, with the fix: lines starting - are removed, + are added");
     var code = el("code");
-    r.diff.forEach(function (line) {
-      var cls = line[0] === "-" ? "del" : line[0] === "+" ? "ins" : "ctx";
-      code.appendChild(el("span", cls, line[0] + " " + text(line[1]) + "\n"));
+    // Each token is a string index, prefixed "-" for a removed line and "+" for an added one.
+    r.diff.split(" ").forEach(function (token) {
+      var sign = token[0] === "-" || token[0] === "+" ? token[0] : " ";
+      var cls = sign === "-" ? "del" : sign === "+" ? "ins" : "ctx";
+      var line = text(Number(sign === " " ? token : token.slice(1)));
+      code.appendChild(el("span", cls, sign + " " + line + "\n"));
     });
     pre.appendChild(code);
     box.appendChild(pre);

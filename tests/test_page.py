@@ -17,8 +17,10 @@ from .conftest import REPRO, SNAPSHOTS
 
 # 80 KB until issue 11 turned the scenarios into training steps with models and optimizers and
 # added seven facts, each shown with its code (93 KB), and issue 9 gave the checker real loops,
-# each with its run fix (about 23 KB more).
-BUDGET = 104_000
+# each with its run fix (121,183 bytes with both). Issue 11's editing pass brought it to 105,716
+# bytes (uncoloured numbers, compact checker diffs and sentences, minified script, shorter prose);
+# the diagnoser section adds 48 KB: its prose and its whole source (about 850 lines, collapsed).
+BUDGET = 105_716 + 48_000
 
 
 def inline(page, tag, attrs=""):
@@ -260,7 +262,6 @@ def _printed(name, index, position):
 
 TENSOR = {"tensor": [1.0, 2.0], "dtype": "float32"}
 DOCTORED = {
-    "one_message": _set(_scenario("c3_two_backwards", "raised", "message"), "Other text."),
     "two_triggers": _set(_scenario("saved_tensors", "raised", "code"), "loss.backward()"),
     "second_backward_raises": _set(
         _scenario("c1_backward_twice", "raised", "code"), "loss1.backward()"
@@ -308,3 +309,7 @@ def test_every_claim_has_a_doctored_snapshot_or_an_older_test():
     older = {"retained_grads_add", "detached_depth_constant", "retained_depth_grows_by_one"}
     older |= {"summed_twice_raises", "gan_generator_raises", "create_graph_second_derivative"}
     assert {claim.id for claim in claims.CLAIMS} == set(DOCTORED) | older
+
+
+def test_minified_script_drops_only_comment_lines_indentation_and_blanks():
+    assert render.minify_js("  // why\n  var a = 1;  // keep\n\n}\n") == "var a = 1;  // keep\n}\n"
