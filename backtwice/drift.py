@@ -91,6 +91,13 @@ def report(old, new, old_name, new_name):
     ]
     found = changes(old, new)
     lines += [f"  {line}" for line in found] or ["  no scenario or loop changed"]
+    edited = sorted(
+        name
+        for name in set(old.sources) | set(new.sources)
+        if old.sources.get(name) != new.sources.get(name)
+    )
+    if edited:
+        lines.append(f"  files captured from other text than before: {', '.join(edited)}")
     failing = failing_claims(new)
     if failing:
         lines.append("claims that no longer hold (rewrite them in backtwice/claims.py):")

@@ -416,3 +416,17 @@ def test_snapshots_naming_a_file(tmp_path, site):
     )
     assert target.read_text(encoding="utf-8") == "keep me"
     assert (site / "index.html").read_text(encoding="utf-8") == OLD_PAGE
+
+
+def test_the_drift_report_names_files_captured_from_other_text(snapshot_data):
+    from backtwice import drift
+
+    old = snap.parse(json.dumps(snapshot_data), "old.json")
+    data = json.loads(json.dumps(snapshot_data))
+    data["sources"]["c2_detach.py"] = "0" * 64
+    new = snap.parse(json.dumps(data), "new.json")
+    lines = drift.report(old, new, "old.json", "new.json").splitlines()
+    assert lines[1:] == [
+        "  no scenario or loop changed",
+        "  files captured from other text than before: c2_detach.py",
+    ]
