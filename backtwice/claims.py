@@ -145,14 +145,19 @@ def retained_depth_grows_by_one(s):
     return {"depths": ", ".join(map(str, depths))}
 
 
+def _anomaly_line(s, scenario):
+    """What anomaly mode named for a scenario, which must include a forward line."""
+    anomaly = f.run(s, scenario).anomaly
+    require(anomaly is not None and anomaly.code, "anomaly mode names no forward line")
+    return anomaly
+
+
 def second_loss_raises(s):
     raised = _raises(s, "c3_two_backwards")
     require(
         raised.code == "loss2.backward()", f"it raised at {raised.code!r}, not at loss2.backward()"
     )
-    anomaly = f.run(s, "c3_two_backwards").anomaly
-    require(anomaly is not None and anomaly.code, "anomaly mode names no forward line")
-    return {"shared": _code(anomaly.code)}
+    return {"shared": _code(_anomaly_line(s, "c3_two_backwards").code)}
 
 
 def summed_equals_retained(s):
@@ -179,8 +184,7 @@ def gan_generator_raises(s):
         raised.code == "g_loss.backward()",
         f"it raised at {raised.code!r}, not at g_loss.backward()",
     )
-    anomaly = f.run(s, "c4_gan_no_detach").anomaly
-    require(anomaly is not None and anomaly.code, "anomaly mode names no forward line")
+    anomaly = _anomaly_line(s, "c4_gan_no_detach")
     return {"node": anomaly.node, "code": anomaly.code}
 
 
@@ -198,8 +202,7 @@ def gan_detach_isolates_g(s):
 
 def anomaly_from_start_names_line(s):
     _raises(s, "anomaly_from_start")
-    anomaly = f.run(s, "anomaly_from_start").anomaly
-    require(anomaly is not None and anomaly.code, "anomaly mode names no forward line")
+    anomaly = _anomaly_line(s, "anomaly_from_start")
     return {"node": anomaly.node, "code": anomaly.code}
 
 

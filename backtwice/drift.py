@@ -1,31 +1,48 @@
 """The drift report: what changed between two captures, and which sentences no longer hold."""
 
+from dataclasses import dataclass
+
 from . import claims
 from . import facts as f
 from .versions import word_changes
+
+
+@dataclass(frozen=True)
+class Change:
+    """One way one scenario or loop changed between two captures."""
+
+    kind: str
+    """'scenario' or 'loop'."""
+    ident: str
+    """The scenario id or the loop key."""
+    what: str
+    """The change, e.g. 'verdict raises -> runs'."""
+
+    def __str__(self):
+        return f"{self.kind} {self.ident}: {self.what}"
 
 
 def _verdict(run):
     return "raises" if run.raised is not None else "runs"
 
 
-def run_changes(name, old, new):
-    """Describe how one scenario or loop changed, one line per kind of change."""
+def run_changes(old, new):
+    """Describe how one scenario or loop changed, one text per kind of change."""
     lines = []
     if _verdict(old) != _verdict(new):
-        lines.append(f"{name}: verdict {_verdict(old)} -> {_verdict(new)}")
+        lines.append(f"verdict {_verdict(old)} -> {_verdict(new)}")
     elif old.raised and new.raised:
         if (old.raised.type, old.raised.line) != (new.raised.type, new.raised.line):
             lines.append(
-                f"{name}: raised {old.raised.type} at line {old.raised.line} -> "
+                f"raised {old.raised.type} at line {old.raised.line} -> "
                 f"{new.raised.type} at line {new.raised.line}"
             )
         if old.raised.message != new.raised.message:
-            lines.append(f"{name}: text {word_changes(old.raised.message, new.raised.message)}")
+            lines.append(f"text {word_changes(old.raised.message, new.raised.message)}")
     old_anomaly = old.anomaly.node if old.anomaly else None
     new_anomaly = new.anomaly.node if new.anomaly else None
     if old_anomaly != new_anomaly:
-        lines.append(f"{name}: anomaly mode names {old_anomaly} -> {new_anomaly}")
+        lines.append(f"anomaly mode names {old_anomaly} -> {new_anomaly}")
     return lines
 
 
@@ -36,7 +53,7 @@ def _step_text(s):
     return f"{s.step}: depths {list(s.depths)}, saved {s.saved}, grads {grads}"
 
 
-def figure_changes(name, old, new):
+def figure_changes(old, new):
     """Describe changed printed figures of a scenario, or changed steps of a loop."""
     if hasattr(old, "outputs"):
         before = [o.text for o in old.outputs]
@@ -50,27 +67,27 @@ def figure_changes(name, old, new):
     if changed:
         a, b = changed[0]
         more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
-        return [f"{name}: figures {a!r} -> {b!r}{more}"]
-    return [f"{name}: figures {len(before)} printed lines -> {len(after)}"]
+        return [f"figures {a!r} -> {b!r}{more}"]
+    return [f"figures {len(before)} printed lines -> {len(after)}"]
 
 
 def changes(old, new):
-    """List every scenario and loop that changed between two snapshots, one line each."""
-    lines = []
+    """List every way a scenario or loop changed between two snapshots, as Change."""
+    found = []
     for kind, old_runs, new_runs in (
         ("scenario", old.scenarios, new.scenarios),
         ("loop", old.loops, new.loops),
     ):
         for ident in sorted(set(old_runs) | set(new_runs)):
-            name = f"{kind} {ident}"
             if ident not in old_runs:
-                lines.append(f"{name}: new, {_verdict(new_runs[ident])}")
+                whats = [f"new, {_verdict(new_runs[ident])}"]
             elif ident not in new_runs:
-                lines.append(f"{name}: no longer captured")
+                whats = ["no longer captured"]
             else:
                 a, b = old_runs[ident], new_runs[ident]
-                lines += run_changes(name, a, b) + figure_changes(name, a, b)
-    return lines
+                whats = run_changes(a, b) + figure_changes(a, b)
+            found += [Change(kind, ident, what) for what in whats]
+    return found
 
 
 def failing_claims(snapshot):

@@ -13,14 +13,13 @@ def explain(error, previous, fresh):
     changes = drift.changes(previous[1], fresh) if previous is not None else []
     if not changes:
         return error
-    # A change line reads "scenario <id>: ..." or "loop <key>: ..."; prefer one the check names.
-    named = [line for line in changes if f"'{line.split(':')[0].split()[-1]}'" in error.reason]
+    named = [c for c in changes if f"'{c.ident}'" in error.reason]  # one the check names
     change = (named or changes)[0]
-    (kind, ident), what = change.split(":")[0].split(), change.split(": ", 1)[1]
-    file = Path("repro") / (f"{ident}.py" if kind == "scenario" else manifest.LOOP_BUILDER)
+    ident = change.ident
+    file = Path("repro") / (f"{ident}.py" if change.kind == "scenario" else manifest.LOOP_BUILDER)
     return ClaimError(
         file,
-        f"{kind} {ident} changed since {previous[0].name} ({what}), so {error.check}",
+        f"{change.kind} {ident} changed since {previous[0].name} ({change.what}), so {error.check}",
         error.reason,
         error.sentence,
         f"fix {file}, or if torch really behaves so now, {REWRITE}",
