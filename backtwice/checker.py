@@ -1,15 +1,20 @@
-"""The checker's data: for each answer combination, what its loop did, in words.
+"""The checker's data: for each answer combination, what its loops did, in words.
 
-Every sentence that states what a loop did is derived from its captured runs by the same rules
-for all combinations; the page's script only looks the result up.
+A combination is captured as a main loop and its variants (repro/loop.py): other shapes of the
+reader's code that the four answers cannot tell apart, and the non-fixes readers try. Every
+sentence that states what a loop did is derived from its captured runs by the same rules for
+all loops; each phrase that describes a loop's code is checked against that loop's source. The
+page's script only looks the result up.
 """
 
 import difflib
 from dataclasses import dataclass
 
-from .snapshot import LoopRun, Step
+from .errors import ClaimError
+from .snapshot import LoopRun
 
 OTHER = ("other", "None of these fits")
+HERE = "backtwice/checker.py"
 
 QUESTIONS = (
     (
@@ -29,10 +34,13 @@ QUESTIONS = (
         "Count backward() and autograd.grad() calls, in helpers too.",
         (
             ("one", "One backward()"),
-            ("twice", "backward() twice on the same loss"),
+            ("twice", "backward() twice on one loss (a re-run notebook cell too)"),
             ("shared", "backward() on two losses from one forward pass"),
-            ("gan", "A GAN: D's backward, then G's"),
+            ("gan", "A GAN, D's backward first (WGAN-GP too)"),
+            ("gfirst", "A GAN, G's backward first"),
             ("grad", "autograd.grad() (a gradient penalty), then backward()"),
+            ("dist", "Two losses from one torch.distributions object"),
+            ("ac", "Actor-critic losses on one trunk"),
             OTHER,
         ),
     ),
@@ -44,16 +52,19 @@ QUESTIONS = (
             ("nothing", "Nothing: fresh data each step"),
             ("rnn", "An RNN or GRU hidden state, not detached"),
             ("lstm", "An LSTM state with h detached, c not"),
-            ("before", "A tensor computed from parameters before the loop (a normalised weight)"),
+            ("lstm-both", "An LSTM state (h, c), neither detached"),
+            ("before", "A tensor computed before the loop from trained weights"),
+            ("frozen", "Frozen-model features computed before the loop"),
             ("total", "A running total of the loss, with backward() on it"),
-            ("kept", "Outputs kept in a list or replay buffer"),
+            ("kept", "Outputs kept in a list for the loss (replay)"),
+            ("bank", "A memory bank, queue or self.attribute holding outputs"),
             OTHER,
         ),
     ),
     (
         "retain",
         "Did you add retain_graph=True or create_graph=True?",
-        "Count one you added because the message suggested it.",
+        "Count one the message made you add, and one in a gradient penalty.",
         (
             ("none", "Neither"),
             ("retain", "retain_graph=True on the first call"),
@@ -65,46 +76,156 @@ QUESTIONS = (
 
 NAMES = tuple(q[0] for q in QUESTIONS)
 
-# Each preset: its name, the loop that is that case, and the page section that explains it.
+# Each preset: its name, the combination that is that case, and the page section explaining it.
 PRESETS = (
-    ("Same loss twice", "first-twice-nothing-none", "cause-1"),
-    ("RNN state not detached", "later-one-rnn-none", "cause-2"),
-    ("LSTM with only h detached", "later-one-lstm-none", "cause-2"),
-    ("Tensor computed before the loop", "later-one-before-none", "cause-2"),
-    ("Running total of the loss", "later-one-total-none", "cause-2"),
-    ("Outputs kept in a list", "later-one-kept-none", "cause-2"),
-    ("Two losses, one forward pass", "first-shared-nothing-none", "cause-3"),
-    ("GAN without detach", "first-gan-nothing-none", "cause-4"),
-    ("Gradient penalty", "first-grad-nothing-none", "grad"),
-    ("Reading saved tensors after backward", "saved-one-nothing-none", "saved"),
+    ("A notebook cell run again", "first-twice-nothing-none", "cause-1"),
+    ("nn.LSTM over sequences", "later-one-lstm-both-none", "cause-2"),
+    ("WGAN-GP", "first-gan-nothing-create", "cause-4"),
+    ("Saved tensors read after backward", "saved-one-nothing-none", "saved"),
     ("retain_graph=True, then an in-place error", "later-one-rnn-retain", "inplace"),
 )
 
-# The expert's edit for each answer that the fix changes (the diff below it shows the lines).
+# How a variant's code differs, as a condition on the outcome ("raises ... <condition>"), and a
+# check on the variant's source that the condition describes it.
+SHAPES = {
+    "step": ("with opt.step() between the two calls", lambda s: _between(s, "opt.step()")),
+    "cell": (
+        "when a notebook cell with backward() is run again",
+        lambda s: "# cell 2, run twice" in s,
+    ),
+    "seq": (
+        "for an nn.GRU or nn.LSTM over a sequence",
+        lambda s: "nn.GRU(" in s or "nn.LSTM(" in s,
+    ),
+    "reuse": (
+        "when G's loss reuses D's output from the D step",
+        lambda s: "g_loss = bce(out_fake," in s,
+    ),
+    "wgan": (
+        "for a WGAN-GP whose critic's loss uses the fake batch without detach()",
+        lambda s: "create_graph=True" in s and "D(fake).mean() - D(real)" in s,
+    ),
+    "attr": (
+        "for a module attribute holding the output (self.prev = y)",
+        lambda s: "self.prev = y " in s,
+    ),
+}
+# The main loop's condition, by its first variant.
+MAIN = {
+    "step": (
+        "if no optimizer step() runs between the two calls",
+        lambda s: not _between(s, ".step()"),
+    ),
+    "cell": ("with both calls in one step", lambda s: "# cell" not in s),
+    "seq": ("for a cell (nn.RNNCell, nn.LSTMCell) called once per step", lambda s: "Cell(" in s),
+    "reuse": ("when G's loss calls D(fake) again", lambda s: "g_loss = bce(D(fake)," in s),
+    "wgan": ("for a gradient penalty alone", lambda s: "G(z)" not in s),
+    "attr": ("for a list or queue (bank.append(feat))", lambda s: "bank.append(feat)" in s),
+}
+DEAD_ENDS = {
+    "zerograd": ("opt.zero_grad() between the two calls", "opt.zero_grad()  # clear"),
+    "nograd": ("torch.no_grad() around the second call", "with torch.no_grad():"),
+    "nodetach": ("h.detach() without assigning it", "    h.detach()"),
+    "fake": (
+        "loss.detach().requires_grad_().backward()",
+        "loss.detach().requires_grad_().backward()",
+    ),
+    "tuple": ("hidden = hidden.detach() on the (h, c) tuple", "hidden = hidden.detach()"),
+    "detach": ("Detaching the tensor instead", ").detach()"),
+    "sum": (
+        "Summing the two losses, advantage not detached",
+        "(actor_loss + critic_loss).backward()",
+    ),
+}
+
+# The order variants are shown in: shapes, then dead ends, each as listed above.
+ORDER = (*SHAPES, *DEAD_ENDS)
+
+# The expert's edit for each answer or variant the fix changes, and code the fix must hold
+# (or, for a leading '!', must not).
 EDITS = {
-    ("calls", "twice"): "drop the second backward() call",
-    ("calls", "shared"): "add the losses and call backward() once on the sum",
-    ("calls", "gan"): "give the discriminator's loss D(fake.detach()); the generator's loss "
-    "keeps D(fake)",
-    ("calls", "grad"): "pass create_graph=True to autograd.grad",
-    ("reach", "rnn"): "detach the hidden state at the step boundary",
-    ("reach", "lstm"): "detach both h and c at the step boundary",
-    ("reach", "before"): "compute the tensor inside the loop, from the parameters as they are now",
-    ("reach", "total"): "call backward() on the step's loss and add loss.item() to the total",
-    (
-        "reach",
-        "kept",
-    ): "keep the inputs, not the outputs, and run the forward pass on them each step",
-    ("when", "saved"): "read what you need before backward() frees it",
-    ("retain", "retain"): "drop retain_graph=True",
+    ("calls", "twice"): ("drop the second backward() call", "loss.backward()"),
+    ("calls", "shared"): ("add the losses and call backward() once on the sum", ").backward()"),
+    ("calls", "gan"): (
+        "give D's loss D(fake.detach()); G's loss makes its own D(fake) call",
+        "D(fake.detach())",
+    ),
+    ("calls", "gfirst"): ("give D's loss D(fake.detach())", "D(fake.detach())"),
+    ("calls", "grad"): ("pass create_graph=True to autograd.grad", "create_graph=True"),
+    ("calls", "dist"): (
+        "add the two losses and call backward() once on the sum",
+        "(entropy_loss + policy_loss).backward()",
+    ),
+    ("calls", "ac"): (
+        "use advantage.detach() in the actor's loss, then call backward() once on the sum",
+        "advantage.detach()",
+    ),
+    ("reach", "rnn"): ("detach the hidden state at the step boundary", "h = h.detach()"),
+    ("reach", "lstm"): ("detach both h and c at the step boundary", "c.detach()"),
+    ("reach", "lstm-both"): (
+        "detach both tensors of the (h, c) tuple, a line that works on tuples",
+        "hidden = tuple(t.detach() for t in hidden)",
+    ),
+    ("reach", "before"): (
+        "compute the tensor inside the loop, from the weights as they are now",
+        "    weight = encoder.weight",
+    ),
+    ("reach", "frozen"): (
+        "compute the frozen model's features under torch.no_grad()",
+        "with torch.no_grad():",
+    ),
+    ("reach", "total"): (
+        "call backward() on the step's loss and add loss.item() to the total",
+        "running_loss += loss.item()",
+    ),
+    ("reach", "kept"): (
+        "keep the inputs, not the outputs, and run the forward pass on them each step",
+        "replay.append(x)",
+    ),
+    ("reach", "bank"): ("store the detached tensor: bank.append(feat.detach())", "feat.detach()"),
+    ("when", "saved"): ("read what you need before backward() frees it", "_saved_"),
+    ("retain", "retain"): ("drop retain_graph=True", "!retain_graph=True"),
+    ("variant", "cell"): ("run the forward pass in the same cell as backward()", "    feat ="),
+    ("variant", "reuse"): (
+        "give D's loss D(fake.detach()); G needs a new D(fake) call, not D's output reused",
+        "g_loss = bce(D(fake),",
+    ),
+    ("variant", "wgan"): (
+        "use fake.detach() in the critic's step, in its loss and its penalty's mix",
+        "D(fake.detach())",
+    ),
+    ("variant", "attr"): ("keep the detached output: self.prev = y.detach()", "y.detach()"),
+}
+
+# For a main loop that is already the usual fix: what to check next.
+NEXT = {
+    "first-grad-nothing-create": "is the fake batch detached in the critic step?",
 }
 
 INPLACE = "modified by an inplace operation"
+THIS = "Trying to backward through the graph a second time"
+CONTEXT = 2  # lines of context around each change in a diff
+
+
+def _between(source, call):
+    """Whether a line with `call` sits between the step's first and last backward call."""
+    lines = source.splitlines()
+    calls = [i for i, line in enumerate(lines) if ".backward(" in line]
+    return len(calls) > 1 and any(call in line for line in lines[calls[0] + 1 : calls[-1]])
+
+
+def split_key(key):
+    """A loop key's answers and variant: ('later', 'one', 'lstm-both', 'none'), ''."""
+    key, _, variant = key.partition("~")
+    when, calls, rest = key.split("-", 2)
+    reach, retain = rest.rsplit("-", 1)
+    return (when, calls, reach, retain), variant
 
 
 def fragment(key):
     """The URL fragment that selects a combination."""
-    return "&".join(f"{name}={value}" for name, value in zip(NAMES, key.split("-"), strict=True))
+    answers, _ = split_key(key)
+    return "&".join(f"{name}={value}" for name, value in zip(NAMES, answers, strict=True))
 
 
 def plural(count, noun):
@@ -115,23 +236,6 @@ def plural(count, noun):
 def call_of(code):
     """The call a source line makes, without its comment: 'loss.backward()'."""
     return code.split("  #")[0].strip()
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The checker's answer for one combination."""
-
-    kind: str
-    """'raises' (this error), 'inplace' (the in-place error), 'costs' or 'runs'."""
-    headline: str
-    """One sentence: what the loop did."""
-
-
-def _where(run):
-    code = call_of(run.raised.code or "")
-    if ".backward(" in code or "autograd.grad(" in code:
-        return f"at {code}"
-    return f"when {code} reads a saved tensor"
 
 
 def first_clause(message):
@@ -176,165 +280,177 @@ def compare_grads(steps, fixed_steps):
     return words, first_diff
 
 
-def grads_sentence(run: LoopRun):
-    """Say how the loop's gradients compare with the fixed loop's over all steps it ran."""
-    words, first_diff = compare_grads(run.steps, run.fix.steps)
-    if not words:
-        return None
-    if first_diff is None:
-        return f"Every parameter's gradient equals the fixed loop's at {'the' if len(words) == 1 else 'each of the'} {plural(len(words), 'step')} it ran."
-    groups = []
-    for step, what in words:
-        if groups and groups[-1][2] == what and groups[-1][1] == step - 1:
-            groups[-1][1] = step
-        else:
-            groups.append([step, step, what])
-    parts = "; ".join(
-        f"step {a}: {what}" if a == b else f"steps {a} to {b}: {what}" for a, b, what in groups
-    )
-    text = f"Gradients compared with the fixed loop's, step by step: {parts}."
-    depths = [max(s.depths) for s in run.steps]
-    if first_diff > 1 and len(depths) > 1 and depths[-1] > depths[0]:
-        text += (
-            f" Step 1 is equal; from step {first_diff} this loop backpropagates into earlier steps"
-            " (its graph depth grows), which the fix cuts off: truncating the history changes"
-            " what is learned."
-        )
-    elif first_diff == 1 and words[0][1].endswith("times"):
-        text += " After step 1 the parameters differ too, since each step's update used those gradients."
-    return text
+@dataclass(frozen=True)
+class Verdict:
+    """What one loop did, in words."""
+
+    kind: str
+    """'raises' (this error), 'inplace' (the in-place error), 'error' (another), 'costs', 'runs'."""
+    parts: tuple[str, ...]
+    """A clause in pieces that recur across loops: ('raises on step 2 at loss.backward(): ',
+    'Trying to backward through the graph a second time'); ('runs all 4 steps', ', but ', costs)."""
+
+    @property
+    def outcome(self):
+        """The clause: 'raises on step 2 at loss.backward(): Trying to backward ...'."""
+        return "".join(self.parts)
+
+    @property
+    def short(self):
+        """The clause without what a loop that runs costs."""
+        return self.parts[0] if self.kind == "costs" else self.outcome
+
+    @property
+    def headline(self):
+        """The clause as a sentence."""
+        return self.outcome[0].upper() + self.outcome[1:] + "."
 
 
-def tempting_sentence(run: LoopRun):
-    """Say what the tempting fix did to training, from its captured gradients."""
-    if run.tempting is None:
-        return None
+def capital(parts):
+    """The pieces with the first one capitalised."""
+    parts = [p for p in parts if p]
+    return [parts[0][0].upper() + parts[0][1:], *parts[1:]]
+
+
+def split_message(message):
+    """A message in pieces that recur across messages: cut after each ': ' and '. '."""
+    pieces, start = [], 0
+    for i in range(len(message) - 1):
+        if message[i : i + 2] in (": ", ". "):
+            pieces.append(message[start : i + 2])
+            start = i + 2
+    return pieces + [message[start:]]
+
+
+def _where(run):
+    code = call_of(run.raised.code or "")
+    if ".backward(" in code or "autograd.grad(" in code:
+        return f"at {code}"
+    if "_saved_" in code:
+        return f"when {code} reads a saved tensor"
+    return f"at {code}"
+
+
+def never_trained(run: LoopRun):
+    """Parameters the fix trains that got no gradient at any step of this run."""
     fixed = {g.name for s in run.fix.steps for g in s.grads if g.norm is not None}
-    never = sorted(
+    return sorted(
         name
         for name in fixed
-        if all(g.norm is None for s in run.tempting.steps for g in s.grads if g.name == name)
+        if all(g.norm is None for s in run.steps for g in s.grads if g.name == name)
     )
-    steps = len(run.tempting.steps)
-    if not never:
-        return (
-            f"Detaching it instead ran {plural(steps, 'step')}, every parameter getting a gradient."
-        )
-    return (
-        f"Detaching it instead ran all {steps} steps without an error, but {', '.join(never)}"
-        f" got no gradient at any step (its .grad stayed None): it silently stopped training."
-    )
-
-
-def verdict(run: LoopRun):
-    """Derive the verdict from the captured facts."""
-    if run.raised is not None:
-        if INPLACE in run.raised.message:
-            return Verdict(
-                "inplace",
-                f"Raises a different error on step {run.raised_step}, {_where(run)}:"
-                f" {first_clause(run.raised.message)}.",
-            )
-        return Verdict(
-            "raises",
-            f"Raises on step {run.raised_step}, {_where(run)}: {first_clause(run.raised.message)}.",
-        )
-    costs = costs_of(run)
-    steps = len(run.steps)
-    if costs:
-        return Verdict("costs", f"Runs all {steps} steps, but " + "; ".join(costs) + ".")
-    return Verdict("runs", f"Runs all {steps} steps, with the same gradients as the fixed loop.")
 
 
 def costs_of(run: LoopRun):
-    """List what a loop that runs costs or changes compared with its fix."""
+    """List, in the reader's terms, what a loop that runs costs or changes compared with its fix."""
     costs = []
     depths = [max(s.depths) for s in run.steps]
-    if len(depths) > 1 and depths[-1] > depths[0]:
-        costs.append(f"its graph deepens every step (depth {depths[0]} to {depths[-1]})")
+    if len(depths) > 2 and all(b > a for a, b in zip(depths, depths[1:], strict=False)):
+        costs.append("each step's backward walks back through all earlier steps")
     saved = [s.saved for s in run.steps]
     fixed_saved = [s.saved for s in run.fix.steps]
     if len(saved) > 1 and saved[-1] > saved[0]:
-        costs.append(f"saved tensors pile up ({saved[0]} to {saved[-1]} alive after a step)")
+        costs.append(
+            f"it keeps earlier steps' graphs in memory ({saved[0]} saved tensors after step 1,"
+            f" {saved[-1]} after step {len(saved)})"
+        )
     elif saved and max(saved) > max(fixed_saved):
         costs.append(
-            f"it keeps {plural(max(saved), 'saved tensor')} alive after each step, where the fixed loop keeps {max(fixed_saved)}"
+            f"it keeps {plural(max(saved), 'saved tensor')} alive between steps, where the fix keeps {max(fixed_saved)}"
         )
+    never = never_trained(run)
+    if never and len(never) == len({g.name for g in run.fix.steps[0].grads}):
+        costs.append("no parameter got a gradient at any step (every .grad stayed None)")
+        return tuple(costs)
+    if never:
+        costs.append(f"{', '.join(never)} got no gradient at any step (its .grad stayed None)")
+        return tuple(costs)
     words, first_diff = compare_grads(run.steps, run.fix.steps)
     if first_diff == 1:
         what = words[0][1]
         if what.endswith("times"):
-            costs.append(f"its step-1 gradients are {what} the fixed loop's")
+            costs.append(f"its step-1 gradients are {what} the fix's")
         else:
             costs.append(
-                f"its step-1 gradients differ from the fixed loop's ({what.replace('different for ', 'for ')})"
+                f"its gradients differ from the fix's from step 1 ({what.replace('different for ', 'for ')})"
             )
     elif first_diff is not None:
-        costs.append(f"from step {first_diff} it learns something other than the fixed loop")
+        costs.append(f"from step {first_diff} it learns something other than the fix")
     return tuple(costs)
 
 
-def _and(items):
-    """'a', 'a and b', 'a, b and c'."""
-    items = [str(i) for i in items]
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+def verdict(run: LoopRun):
+    """Derive what a loop did from its captured facts."""
+    if run.raised is not None:
+        where = _where(run)
+        if INPLACE in run.raised.message:
+            kind, what = "inplace", first_clause(run.raised.message)
+        elif run.raised.message.startswith(THIS):
+            kind, what = "raises", first_clause(run.raised.message)
+        else:
+            kind, what = "error", f"{run.raised.type}: {run.raised.message}"
+        return Verdict(kind, (f"raises on step {run.raised_step} {where}: ", what))
+    steps = len(run.steps)
+    costs = costs_of(run)
+    ran = {1: "runs", 2: "runs both steps"}.get(steps, f"runs all {steps} steps")
+    if costs:
+        return Verdict("costs", (ran, ", but " + "; ".join(costs)))
+    return Verdict("runs", (ran,))
 
 
-def steps_sentence(steps: tuple[Step, ...]):
-    """Say what completed steps did: graph depth per call, saved tensors, optimizer steps."""
-    every = " at every step" if len(steps) > 1 else ""
-    if len({s.depths for s in steps}) == 1:
-        count = len(steps[0].depths)
-        per_call = f" for its {count} backward calls" if count > 1 else ""
-        depth = f"graph depth {_and(steps[0].depths)}{per_call}{every}"
-    elif all(len(s.depths) == 1 for s in steps):
-        depth = f"graph depth {_and(s.depths[0] for s in steps)}, step by step"
-    else:
-        depth = "graph depth by step: " + "; ".join(_and(s.depths) for s in steps)
-    saved = [s.saved for s in steps]
-    if not any(saved):
-        kept = f"no saved tensor left alive after {'a step' if every else 'it'}"
-    elif len(set(saved)) == 1:
-        kept = (
-            f"{plural(saved[0], 'saved tensor')} left alive after {'every step' if every else 'it'}"
-        )
-    else:
-        kept = "saved tensors left alive after each step: " + ", ".join(map(str, saved))
-    stepping = all(s.grads for s in steps)
-    return (
-        f"ran {plural(len(steps), 'step')}{', the optimizer stepping' if stepping else ''}"
-        f"{' each time' if stepping and every else ''};"
-        f" {depth}; {kept}"
-    )
+def fix_edits(run: LoopRun, variant):
+    """Name the expert's edits for a loop, from the answers and variant its fix changes."""
+    picked = []
+    if run.when == "saved":
+        picked.append(("when", "saved"))
+    if (run.calls, run.retain) == ("gan", "create"):
+        picked.append(("variant", "wgan"))
+    elif variant in ("reuse", "wgan", "cell", "attr"):
+        picked.append(("variant", variant))
+    elif run.reach != "nothing":
+        picked.append(("reach", run.reach))
+    elif run.calls not in ("one",) and (run.calls, run.retain) != ("grad", "create"):
+        picked.append(("calls", run.calls))
+    if run.retain == "retain":
+        picked.append(("retain", "retain"))
+    for which in picked:
+        text, code = EDITS[which]
+        present = code.lstrip("!") in run.fix.source
+        if present == code.startswith("!"):
+            raise ClaimError(
+                HERE,
+                f"checker loop '{run.fix.key}': the edit {which}",
+                f"its fixed loop {'holds' if present else 'lacks'} {code.lstrip('!')!r}",
+                text,
+                "rewrite EDITS in backtwice/checker.py",
+            )
+    return [EDITS[which][0] for which in picked]
 
 
-def fix_edits(key, fixed_key):
-    """Name the expert's edits for a combination, from the answers its fix changes."""
-    when, calls, reach, retain = key.split("-")
-    edits = []
-    if when == "saved":
-        edits.append(EDITS[("when", "saved")])
-    if reach != "nothing":
-        edits.append(EDITS[("reach", reach)])
-    if calls != "one":
-        edits.append(EDITS[("calls", calls)])
-    if retain == "retain":
-        edits.append(EDITS[("retain", "retain")])
-    return edits
-
-
-def diff_lines(old, new):
-    """A line diff of two sources as (kind, text) pairs: ' ', '-' or '+'."""
+def diff_hunks(old, new, context=CONTEXT):
+    """The changed lines of two sources with `context` lines around them, as (kind, text)
+    pairs: ' ', '-', '+', and ('@', '') between hunks."""
     lines = []
-    for line in difflib.ndiff(old.splitlines(), new.splitlines()):
-        if line[:1] in " -+":
-            lines.append((line[:1], line[2:]))
+    matcher = difflib.SequenceMatcher(None, old.splitlines(), new.splitlines(), autojunk=False)
+    a, b = old.splitlines(), new.splitlines()
+    for group in matcher.get_grouped_opcodes(context):
+        if lines:
+            lines.append(("@", ""))
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                lines += [(" ", line) for line in a[i1:i2]]
+                continue
+            lines += [("-", line) for line in a[i1:i2]]
+            lines += [("+", line) for line in b[j1:j2]]
     return lines
 
 
 def encode_diff(lines, ref):
-    """A diff as one string of string indices: '5' unchanged, '-20' removed, '+21' added."""
-    return " ".join(("" if kind == " " else kind) + str(ref(text)) for kind, text in lines)
+    """A diff as one string: '5' unchanged line, '-20' removed, '+21' added, '@' a gap."""
+    return " ".join(
+        "@" if kind == "@" else ("" if kind == " " else kind) + str(ref(text))
+        for kind, text in lines
+    )
 
 
 def section_of(run: LoopRun, kind):
@@ -347,7 +463,72 @@ def section_of(run: LoopRun, kind):
         return "saved"
     if run.when == "later":
         return "cause-2"
-    return {"twice": "cause-1", "shared": "cause-3", "gan": "cause-4", "grad": "grad"}[run.calls]
+    if run.calls in ("gan", "gfirst"):
+        return "cause-4"
+    return {"twice": "cause-1", "grad": "grad"}.get(run.calls, "cause-3")
+
+
+def _checked(key, phrase, check, source):
+    """The phrase, once its check holds for the loop's source."""
+    if not check(source):
+        raise ClaimError(
+            HERE,
+            f"checker loop '{key}'",
+            "its source does not match the phrase",
+            phrase,
+            "rewrite SHAPES, MAIN or DEAD_ENDS in backtwice/checker.py",
+        )
+    return phrase
+
+
+def fix_pieces(edits):
+    """'Fix: ', each edit, '; ' between them, '.': pieces that recur across loops."""
+    pieces = ["Fix: "]
+    for edit in edits:
+        pieces += ["; " if len(pieces) > 1 else "", edit]
+    return [*pieces, "."]
+
+
+def fixed_sentence(run: LoopRun):
+    """What the fixed loop did, from its steps (the capture stops if a fix raises)."""
+    every = all(g.norm is not None for s in run.fix.steps for g in s.grads)
+    steps = len(run.fix.steps)
+    return f"With the fix it ran {'both' if steps == 2 else f'all {steps}'} steps" + (
+        ", every parameter getting a gradient at every step." if every else "."
+    )
+
+
+# The answers in a few words each, for the table of loops.
+SHORT = {
+    "first": "first step",
+    "later": "later step",
+    "saved": "saved tensor read",
+    "one": "one backward",
+    "twice": "same loss twice",
+    "shared": "two losses",
+    "gan": "GAN, D first",
+    "gfirst": "GAN, G first",
+    "grad": "autograd.grad",
+    "dist": "distributions",
+    "ac": "actor-critic",
+    "nothing": "nothing reused",
+    "rnn": "RNN state",
+    "lstm": "LSTM, c kept",
+    "lstm-both": "LSTM (h, c) kept",
+    "before": "tensor from trained weights",
+    "frozen": "frozen features",
+    "total": "loss total",
+    "kept": "outputs kept",
+    "bank": "memory bank",
+    "none": "no retain",
+    "retain": "retain_graph",
+    "create": "create_graph",
+}
+
+
+def label_of(key):
+    """A combination's answers in words, for the table of loops."""
+    return ", ".join(SHORT[a] for a in split_key(key)[0])
 
 
 def build(loops):
@@ -363,39 +544,110 @@ def build(loops):
             strings.append(text)
         return index[text]
 
+    groups = {}
+    for key in loops:
+        groups.setdefault(key.partition("~")[0], []).append(key)
+
+    def refs(pieces):
+        """Pieces of one sentence as string indices, joined without separators when shown."""
+        return " ".join(str(ref(p)) for p in pieces if p)
+
     results = {}
     rows = []
-    for key, run in sorted(loops.items()):
-        v = verdict(run)
-        already = run.source == run.fix.source
-        fix_text = (
-            "This loop is already the fix."
-            if already
-            else "Fix: " + "; ".join(fix_edits(key, run.fix.key)) + "."
+    for combo in sorted(groups):
+        keys = [combo] + sorted(
+            (k for k in groups[combo] if k != combo), key=lambda k: ORDER.index(k.partition("~")[2])
         )
-        where = anomaly = message = None
-        if run.raised is not None:
-            where = f"Step {run.raised_step}, line {run.raised.line}: {run.raised.code}"
-            message = f"{run.raised.type}: {run.raised.message}"
-        if run.anomaly is not None:
-            anomaly = f"{run.anomaly.node}, created at line {run.anomaly.line}: {run.anomaly.code}"
-        outcome = f"This loop {steps_sentence(run.steps)}." if run.steps else None
-        results[key] = {
-            "kind": v.kind,
-            "headline": ref(v.headline),
-            "where": ref(where),
-            "message": ref(message),
-            "anomaly": ref(anomaly),
-            "outcome": ref(outcome),
-            "grads": ref(grads_sentence(run)),
-            "fix": ref(fix_text),
-            "tempting": ref(tempting_sentence(run)),
-            "diff": encode_diff(diff_lines(run.source, run.fix.source), ref),
-            "fixed": ref(f"With the fix, the loop {steps_sentence(run.fix.steps)}."),
-            "section": section_of(run, v.kind),
+        main = loops[combo]
+        shapes = [k for k in keys[1:] if k.partition("~")[2] in SHAPES]
+        dead = [k for k in keys[1:] if k.partition("~")[2] in DEAD_ENDS]
+        conds, blocks, kinds = [], [], set()
+        for key in [combo, *shapes]:
+            run, variant = loops[key], key.partition("~")[2]
+            v = verdict(run)
+            kinds.add(v.kind)
+            cond = None
+            if variant:
+                cond = _checked(key, *SHAPES[variant], run.source)
+            elif shapes:
+                cond = _checked(key, *MAIN[shapes[0].partition("~")[2]], run.source)
+            conds.append((cond, v))
+            edits = fix_edits(run, variant) if run.source != run.fix.source else []
+            block = {
+                "l": refs(capital([cond, ":"])) if cond else "",
+                "k": v.kind,
+                # the headline has each variant's outcome; the costs of one that runs are here
+                "v": refs(capital([*v.parts, "."])) if cond and v.kind == "costs" else "",
+                "m": refs(split_message(f"{run.raised.type}: {run.raised.message}"))
+                if run.raised
+                else "",
+                "f": refs(fix_pieces(edits)) if edits else "",
+                "d": encode_diff(diff_hunks(run.source, run.fix.source), ref) if edits else "",
+                "x": ref(fixed_sentence(run) if edits else None),
+            }
+            blocks.append(block)
+        if len(conds) > 1 and len({v.outcome for _, v in conds}) == 1:
+            names = [c for c, _ in conds]
+            pieces = [*conds[0][1].parts, ", " + ", ".join(names[:-1]) + " and " + names[-1]]
+        elif len(conds) > 1:
+            pieces = []
+            for cond, v in conds:
+                # the costs of a loop that runs are in its own block below
+                pieces += ["; " if pieces else "", cond, ", "]
+                pieces += v.parts[: 1 if v.kind == "costs" else None]
+        else:
+            pieces = list(conds[0][1].parts)
+        pieces = capital([*pieces, "."])
+        headline = "".join(pieces)
+        note = None
+        if main.raised is None and main.source == main.fix.source:
+            raising = [k for k in shapes if verdict(loops[k]).kind == "raises"]
+            if combo not in NEXT or not raising:
+                raise ClaimError(
+                    HERE,
+                    f"checker combination '{combo}'",
+                    "its main loop is the usual fix and no variant raises this error",
+                    "This loop does not raise this error.",
+                    "add a raising variant in repro/loop.py and a NEXT entry in backtwice/checker.py",
+                )
+            note = (
+                f"This loop does not raise this error: it is the usual code, and {verdict(main).outcome}."
+                f" Check next: {NEXT[combo]} The variant below raises."
+            )
+        tried = []
+        for key in dead:
+            run, variant = loops[key], key.partition("~")[2]
+            label = _checked(
+                key, DEAD_ENDS[variant][0], lambda s, v=variant: DEAD_ENDS[v][1] in s, run.source
+            )
+            v = verdict(run)
+            still = v.kind == "raises" and main.raised and main.raised.message == run.raised.message
+            tried.append(
+                {
+                    "l": ref(label + ":"),
+                    "v": refs(["still " if still else "", *v.parts, "."]),
+                    "d": encode_diff(diff_hunks(main.source, run.source, 1), ref),
+                }
+            )
+        kind = kinds.pop() if len(kinds) == 1 else "mixed"
+        results[combo] = {
+            "kind": kind,
+            "h": refs(pieces),
+            "n": ref(note),
+            "b": blocks,
+            "t": tried,
+            "s": section_of(main, verdict(main).kind),
         }
+        main_fix = "".join(fix_pieces(fix_edits(main, ""))) if blocks[0]["f"] else None
         rows.append(
-            {"key": key, "fragment": fragment(key), "verdict": v, "fix": fix_text, "run": run}
+            {
+                "key": combo,
+                "label": label_of(combo),
+                "fragment": fragment(combo),
+                "verdict": {"kind": kind, "headline": headline},
+                "fix": main_fix or "None: this is the usual code.",
+                "count": len(keys),
+            }
         )
     data = {"strings": strings, "results": results, "names": list(NAMES)}
     return data, rows

@@ -1,14 +1,23 @@
-"""Build the training loop that has exactly the properties the checker's four answers describe.
+"""Build the training loops behind the checker's four answers, and the variants that decide them.
 
 The checker on the page asks, in the reader's terms:
   when    when the error appears: on the first step, on a later step, or when code reads a
           saved tensor after backward
   calls   the step's backward calls: one; the same loss twice; two losses sharing a forward
-          pass; a GAN's D step then G step; autograd.grad then backward
-  reach   what reaches into an earlier step: nothing; an RNN hidden state; an LSTM whose h is
-          detached but c is not; a tensor computed before the loop from parameters; a running
-          total of the loss; outputs kept across steps in a list
+          pass; a GAN's D step then G step; a GAN that trains G first; autograd.grad then
+          backward; two losses from one torch.distributions object; actor-critic on one trunk
+  reach   what reaches into an earlier step: nothing; an RNN or GRU hidden state; an LSTM whose
+          h is detached but c is not; an LSTM whose (h, c) is not detached at all; a tensor
+          computed before the loop from trained parameters; features from a frozen model
+          computed before the loop; a running total of the loss; outputs kept in a list; a
+          memory bank or module attribute holding outputs
   retain  whether retain_graph=True (or create_graph=True) was added to the first call
+
+The four answers do not settle everything: whether an optimizer step() runs between a kept
+graph's two uses, whether an RNN is a cell or runs over a sequence, whether G's loss reuses D's
+output. Each such combination is captured as several loops, one per variant (Answers.variant),
+and the verdict says which does what. Some variants are the non-fixes readers try (DEAD_ENDS),
+run to show what they do.
 
 Every loop is a small seeded training step: nn modules, an optimizer, zero_grad, backward,
 step. build_loop() writes it as Python source; the capture runs that source as written and the
@@ -16,84 +25,152 @@ page shows it. fix() names the loop an expert writes instead; build_loop(fix(a))
 While writing the lines the builder tags the ones the diagnoser needs (expected()).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 STEPS = 4
 
 WHEN = ("first", "later", "saved")
-CALLS = ("one", "twice", "shared", "gan", "grad")
-REACH = ("nothing", "rnn", "lstm", "before", "total", "kept")
+CALLS = ("one", "twice", "shared", "gan", "gfirst", "grad", "dist", "ac")
+REACH = (
+    "nothing",
+    "rnn",
+    "lstm",
+    "lstm-both",
+    "before",
+    "frozen",
+    "total",
+    "kept",
+    "bank",
+)
 RETAIN = ("none", "retain", "create")
 
+# Variants that are other shapes of the reader's code (the answers cannot tell them apart).
+SHAPES = ("step", "cell", "seq", "reuse", "wgan", "attr")
+# Variants that are a non-fix readers try instead of the fix.
+DEAD_ENDS = ("zerograd", "nograd", "nodetach", "fake", "tuple", "detach", "sum")
+
 # What an expert writes instead, answer by answer (values only fixed loops use).
-FIXED_CALLS = {"one": "one", "twice": "one", "shared": "summed", "gan": "gan", "grad": "grad"}
+FIXED_CALLS = {
+    "one": "one",
+    "twice": "one",
+    "shared": "summed",
+    "gan": "gan",
+    "gfirst": "gfirst",
+    "grad": "grad",
+    "dist": "dsummed",
+    "ac": "acdetach",
+}
 FIXED_REACH = {
     "nothing": "nothing",
     "rnn": "rnn-detached",
     "lstm": "lstm-detached",
+    "lstm-both": "both-detached",
     "before": "inside",
+    "frozen": "nograd",
     "total": "total-item",
     "kept": "kept-inputs",
+    "bank": "bank-detached",
 }
+# Variants whose fix is a loop of their own shape; every other variant shares its combination's.
+OWN_FIX = ("cell", "seq", "attr", "wgan")
 
 
 @dataclass(frozen=True)
 class Answers:
-    """One combination of the checker's four answers (or, with when='fixed', a fixed loop)."""
+    """One combination of the checker's four answers and a variant of it (or a fixed loop)."""
 
     when: str
     calls: str
     reach: str
     retain: str
+    variant: str = ""
+    """'' for the combination's main loop, else one of SHAPES or DEAD_ENDS."""
+
+    @property
+    def combo(self):
+        """Name the combination: the four answers joined by '-'."""
+        return f"{self.when}-{self.calls}-{self.reach}-{self.retain}"
 
     @property
     def key(self):
-        """Name the combination: the four answers joined by '-'."""
-        return f"{self.when}-{self.calls}-{self.reach}-{self.retain}"
+        """Name the loop: the combination, and '~variant' for a variant."""
+        return self.combo + (f"~{self.variant}" if self.variant else "")
 
     @property
     def fixed(self):
         """Whether this is a fixed loop rather than a reader's answers."""
         return self.when == "fixed"
 
+    @property
+    def gan(self):
+        """Whether the loop trains a generator and a discriminator."""
+        return self.calls in ("gan", "gfirst") or self.variant == "wgan"
 
-def all_answers():
-    """List every combination the checker offers, in a fixed order.
+
+def combinations():
+    """List every combination of answers the checker offers, in a fixed order.
 
     On the first step nothing from an earlier step exists yet, so an error there comes from
     the step's own calls; a single backward call raises only on a later step (through what
     reaches back) or when code reads a saved tensor after it. create_graph=True belongs to
-    autograd.grad.
+    autograd.grad (a gradient penalty, alone or in a WGAN-GP).
     """
     combos = []
-    for calls in ("twice", "shared", "gan", "grad"):
-        for retain in ("none", "retain", "create") if calls == "grad" else ("none", "retain"):
-            combos.append(Answers("first", calls, "nothing", retain))
+    for calls in CALLS[1:]:
+        retains = ("none", "retain", "create") if calls in ("gan", "grad") else ("none", "retain")
+        combos += [Answers("first", calls, "nothing", retain) for retain in retains]
     for reach in REACH[1:]:
-        for retain in ("none", "retain"):
-            combos.append(Answers("later", "one", reach, retain))
-    for retain in ("none", "retain"):
-        combos.append(Answers("saved", "one", "nothing", retain))
+        combos += [Answers("later", "one", reach, retain) for retain in ("none", "retain")]
+    combos += [Answers("saved", "one", "nothing", retain) for retain in ("none", "retain")]
     return combos
+
+
+def variants(combo):
+    """The variant names captured for a combination besides its main loop, in order."""
+    c, r, retain = combo.calls, combo.reach, combo.retain
+    found = []
+    if retain == "retain" and c in ("twice", "shared", "dist", "ac"):
+        found.append("step")  # an optimizer step() between the kept graph's two uses
+    if c == "twice" and retain != "create":
+        found.append("cell")
+    if c == "gan" and retain != "create":
+        found.append("reuse")
+    if (c == "grad" and retain == "create") or (c == "gan" and retain == "none"):
+        found.append("wgan")  # a WGAN-GP: answered either way, as its create_graph=True is no retry
+    if r in ("rnn", "lstm"):
+        found.append("seq")
+    if r == "bank":
+        found.append("attr")
+    if retain == "none":
+        found += {
+            "twice": ["zerograd", "nograd"],
+            "rnn": ["nodetach", "fake"],
+            "lstm-both": ["tuple"],
+            "before": ["detach"],
+            "ac": ["sum"],
+        }.get(c if c != "one" else r, [])
+    return found
+
+
+def all_answers():
+    """List every loop the checker captures: each combination, then its variants."""
+    return [replace(a, variant=v) for a in combinations() for v in ("", *variants(a))]
 
 
 def fix(answers):
     """Return the answers of the loop an expert writes instead of this one."""
     if answers.fixed:
         return answers
-    retain = "create" if answers.calls == "grad" else "none"
+    if answers.variant == "wgan":
+        return Answers("fixed", "gan", "nothing", "create")
+    retain = "create" if answers.calls == "grad" or answers.retain == "create" else "none"
     reach = "saved-before" if answers.when == "saved" else FIXED_REACH[answers.reach]
-    return Answers("fixed", FIXED_CALLS[answers.calls], reach, retain)
+    variant = answers.variant if answers.variant in OWN_FIX else ""
+    return Answers("fixed", FIXED_CALLS[answers.calls], reach, retain, variant)
 
 
 def tempting(answers):
-    """Return the answers of a fix people try that runs but trains something else, or None.
-
-    Detaching a tensor computed before the loop, the advice for carried state, runs without
-    error; the capture shows which parameters then stop getting gradients.
-    """
-    if answers.reach == "before" and not answers.fixed:
-        return Answers("tempting", "one", "before-detached", "none")
+    """Return None: the fixes readers try are variants of their own (DEAD_ENDS)."""
     return None
 
 
@@ -113,28 +190,246 @@ class _Lines:
         return "\n".join(self.lines) + "\n"
 
 
-def _models(a, out):
-    """Write the models, data and optimizer the loop trains."""
+MSE = "nn.functional.mse_loss"
+
+
+def _retain(a):
+    return "retain_graph=True" if a.retain == "retain" else ""
+
+
+def _header(out):
     out.add("import torch")
     out.add("from torch import nn")
     out.add("")
     out.add("torch.manual_seed(0)")
-    if a.calls == "gan":
-        out.add("G = nn.Sequential(nn.Linear(2, 8), nn.Tanh(), nn.Linear(8, 4))")
-        out.add("D = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))")
-        out.add("opt_g = torch.optim.SGD(G.parameters(), lr=0.1)")
-        out.add("opt_d = torch.optim.SGD(D.parameters(), lr=0.1)")
+
+
+def _gan(a, out):
+    """A GAN step: D then G, G then D, or a WGAN-GP critic with a gradient penalty."""
+    out.add("G = nn.Sequential(nn.Linear(2, 8), nn.Tanh(), nn.Linear(8, 4))")
+    out.add("D = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))")
+    out.add("opt_g = torch.optim.SGD(G.parameters(), lr=0.1)")
+    out.add("opt_d = torch.optim.SGD(D.parameters(), lr=0.1)")
+    wgan = a.variant == "wgan" or (a.calls == "gan" and a.retain == "create")
+    if not wgan:
         out.add("bce = nn.BCEWithLogitsLoss()")
-        out.add(f"noise = torch.randn({STEPS}, 8, 2)")
-        out.add(f"data = torch.randn({STEPS}, 8, 4)")
+    out.add(f"noise = torch.randn({STEPS}, 8, 2)")
+    out.add(f"data = torch.randn({STEPS}, 8, 4)")
+    if not wgan:
         out.add("real_label, fake_label = torch.ones(8, 1), torch.zeros(8, 1)")
+    out.add("")
+    out.add("for step, (z, real) in enumerate(zip(noise, data), start=1):")
+    out.add("    fake = G(z)", *(() if a.variant == "reuse" else ("forward",)))
+    fake_for_d = "fake.detach()" if a.fixed else "fake"
+    retain = _retain(a)
+    if wgan:
+        out.add("    opt_d.zero_grad()")
+        out.add("    eps = torch.rand(8, 1)")
+        out.add(f"    mix = (eps * real + (1 - eps) * {fake_for_d}).requires_grad_()")
+        out.add("    (grad_mix,) = torch.autograd.grad(D(mix).sum(), mix, create_graph=True)")
+        out.add("    penalty = (grad_mix.norm(dim=1) - 1).pow(2).mean()  # the gradient penalty")
+        out.add(f"    d_loss = D({fake_for_d}).mean() - D(real).mean() + 10 * penalty")
+        out.add("    d_loss.backward()", "frees")
+        out.add("    opt_d.step()")
+        out.add("    opt_g.zero_grad()")
+        out.add("    g_loss = -D(fake).mean()")
+        out.add("    g_loss.backward()", "raises")
+        out.add("    opt_g.step()")
         return
+    if a.calls == "gfirst":
+        out.add("    opt_g.zero_grad()")
+        out.add("    g_loss = bce(D(fake), real_label)")
+        out.add(f"    g_loss.backward({retain})", "frees")
+        out.add("    opt_g.step()")
+        out.add("    opt_d.zero_grad()")
+        out.add(f"    d_loss = bce(D(real), real_label) + bce(D({fake_for_d}), fake_label)")
+        out.add("    d_loss.backward()", "raises")
+        out.add("    opt_d.step()")
+        return
+    out.add("    opt_d.zero_grad()")
+    if a.variant == "reuse":
+        out.add("    out_fake = D(fake)", "forward")
+        out.add("    d_loss = bce(D(real), real_label) + bce(out_fake, fake_label)")
+    else:
+        out.add(f"    d_loss = bce(D(real), real_label) + bce(D({fake_for_d}), fake_label)")
+    out.add(f"    d_loss.backward({retain})", "frees")
+    out.add("    opt_d.step()")
+    out.add("    opt_g.zero_grad()")
+    if a.variant == "reuse":
+        out.add("    g_loss = bce(out_fake, real_label)  # D's output from the D step, reused")
+    else:
+        out.add("    g_loss = bce(D(fake), real_label)")
+    out.add("    g_loss.backward()", "raises")
+    out.add("    opt_g.step()")
+
+
+def _policy(a, out):
+    """A policy-gradient step: one torch.distributions object, or an actor-critic on one trunk."""
+    retain = _retain(a)
+    ac = a.calls in ("ac", "acdetach")
+    if ac:
+        out.add("trunk = nn.Linear(4, 8)")
+        out.add("actor = nn.Linear(8, 3)")
+        out.add("critic = nn.Linear(8, 1)")
+        params = "[*trunk.parameters(), *actor.parameters(), *critic.parameters()]"
+        out.add(f"opt = torch.optim.SGD({params}, lr=0.1)")
+    else:
+        out.add("policy = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3))")
+        out.add("opt = torch.optim.SGD(policy.parameters(), lr=0.1)")
+    out.add(f"inputs = torch.randn({STEPS}, 8, 4)")
+    out.add(f"actions = torch.randint(3, ({STEPS}, 8))")
+    out.add(f"returns = torch.randn({STEPS}, 8)")
+    out.add("")
+    out.add("for step, (x, act, ret) in enumerate(zip(inputs, actions, returns), start=1):")
+    out.add("    opt.zero_grad()")
+    if ac:
+        out.add("    feat = torch.tanh(trunk(x))")
+        out.add("    dist = torch.distributions.Categorical(logits=actor(feat))")
+        out.add("    advantage = ret - critic(feat).squeeze(1)", "forward")
+        adv = "advantage.detach()" if a.fixed else "advantage"
+        out.add(f"    actor_loss = -(dist.log_prob(act) * {adv}).mean()")
+        out.add("    critic_loss = advantage.pow(2).mean()")
+        first, second = "critic_loss", "actor_loss"
+        summed = a.fixed or a.variant == "sum"
+    else:
+        out.add("    dist = torch.distributions.Categorical(logits=policy(x))", "forward")
+        out.add("    policy_loss = -(dist.log_prob(act) * ret).mean()")
+        out.add("    entropy_loss = -0.01 * dist.entropy().mean()")
+        first, second = "policy_loss", "entropy_loss"
+        summed = a.fixed
+    if summed:
+        out.add(f"    ({second} + {first}).backward()")
+    else:
+        out.add(f"    {first}.backward({retain})", "frees")
+        if a.variant == "step":
+            out.add("    opt.step()  # e.g. a step per loss")
+        out.add(f"    {second}.backward()", "raises")
+    out.add("    opt.step()")
+
+
+def _sequence(a, out):
+    """An nn.GRU or nn.LSTM over a batch of sequences, its state carried from step to step."""
+    lstm = a.reach.startswith(("lstm", "both"))
+    out.add(f"rnn = nn.{'LSTM' if lstm else 'GRU'}(4, 8, batch_first=True)")
+    out.add("head = nn.Linear(8, 1)")
+    out.add("opt = torch.optim.SGD([*rnn.parameters(), *head.parameters()], lr=0.1)")
+    out.add(f"inputs = torch.randn({STEPS}, 8, 5, 4)  # each step: 8 sequences of 5 time steps")
+    out.add(f"targets = torch.randn({STEPS}, 8, 1)")
+    both = a.reach in ("lstm-both", "both-detached")
+    if both:
+        out.add("hidden = (torch.zeros(1, 8, 8), torch.zeros(1, 8, 8))")
+    elif lstm:
+        out.add("h, c = torch.zeros(1, 8, 8), torch.zeros(1, 8, 8)")
+    else:
+        out.add("h = torch.zeros(1, 8, 8)")
+    out.add("")
+    out.add("for step, (x, y) in enumerate(zip(inputs, targets), start=1):")
+    out.add("    opt.zero_grad()")
+    if both:
+        out.add(
+            "    out, hidden = rnn(x, hidden)  # (h, c) carries the previous step's graph",
+            "forward",
+        )
+    elif lstm:
+        out.add("    out, (h, c) = rnn(x, (h, c))", "forward")
+    else:
+        out.add("    out, h = rnn(x, h)  # h carries the previous step's graph", "forward")
+    out.add(f"    loss = {MSE}(head(out[:, -1]), y)")
+    tags = ("raises", "frees") if not a.fixed else ()
+    out.add(f"    loss.backward({_retain(a)})", *tags)
+    out.add("    opt.step()")
+    _step_end(a, out)
+
+
+def _step_end(a, out):
+    """What the loop does to its carried state at the step boundary."""
+    if a.reach == "rnn-detached":
+        out.add("    h = h.detach()  # cut the graph at the step boundary")
+    if a.variant == "nodetach":
+        out.add("    h.detach()  # returns a detached copy, which is thrown away")
+    if a.reach == "lstm":
+        out.add("    h = h.detach()  # only h is detached; c keeps its graph")
+    if a.reach == "lstm-detached":
+        out.add("    h, c = h.detach(), c.detach()  # cut both at the step boundary")
+    if a.variant == "tuple":
+        out.add("    hidden = hidden.detach()  # hidden is the tuple (h, c)")
+    if a.reach == "both-detached":
+        out.add("    hidden = tuple(t.detach() for t in hidden)  # cut both h and c")
+
+
+def _smooth(a, out):
+    """A module that keeps its last output as an attribute and averages the next one with it."""
+    keep = "y.detach()" if a.fixed else "y"
+    out.add("")
+    out.add("")
+    out.add("class Smooth(nn.Module):")
+    out.add("    def __init__(self):")
+    out.add("        super().__init__()")
+    out.add("        self.encoder = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 8))")
+    out.add("        self.prev = None")
+    out.add("")
+    out.add("    def forward(self, x):")
+    out.add("        y = torch.tanh(self.encoder(x))", "forward")
+    out.add("        if self.prev is not None:")
+    out.add("            y = (y + self.prev) / 2")
+    out.add(f"        self.prev = {keep}  # the output, kept on the module")
+    out.add("        return y")
+    out.add("")
+    out.add("")
+    out.add("model = Smooth()")
+    out.add("head = nn.Linear(8, 1)")
+    out.add("opt = torch.optim.SGD([*model.parameters(), *head.parameters()], lr=0.1)")
+    out.add(f"inputs = torch.randn({STEPS}, 8, 4)")
+    out.add(f"targets = torch.randn({STEPS}, 8, 1)")
+    out.add("")
+    out.add("for step, (x, y) in enumerate(zip(inputs, targets), start=1):")
+    out.add("    opt.zero_grad()")
+    out.add(f"    loss = {MSE}(head(model(x)), y)")
+    tags = ("raises", "frees") if not a.fixed else ()
+    out.add(f"    loss.backward({_retain(a)})", *tags)
+    out.add("    opt.step()")
+
+
+def _cell(a, out):
+    """A notebook: one cell runs the forward pass, the next backward and step, and is run again."""
+    out.add("encoder = nn.Linear(4, 8)")
+    out.add("head = nn.Linear(8, 1)")
+    out.add("opt = torch.optim.SGD([*encoder.parameters(), *head.parameters()], lr=0.1)")
+    out.add("x, y = torch.randn(8, 4), torch.randn(8, 1)")
+    forward = (
+        "feat = torch.tanh(encoder(x))",
+        f"loss = {MSE}(head(feat), y)",
+    )
+    if not a.fixed:
+        out.add("# cell 1: the forward pass")
+        out.add(forward[0])
+        out.add(forward[1], "forward")
+    out.add("")
+    out.add("for step in (1, 2):  # cell 2, run twice")
+    out.add("    opt.zero_grad()")
+    if a.fixed:
+        out.add(f"    {forward[0]}  # the forward pass, in the same cell")
+        out.add(f"    {forward[1]}")
+    tags = ("raises", "frees") if not a.fixed else ()
+    out.add(f"    loss.backward({_retain(a)})", *tags)
+    out.add("    opt.step()")
+
+
+def _models(a, out):
+    """Write the models, data and optimizer of the one-model loops."""
     if a.reach.startswith("rnn"):
         out.add("cell = nn.RNNCell(4, 8)")
         modules = ("cell", "head")
     elif a.reach.startswith("lstm"):
         out.add("cell = nn.LSTMCell(4, 8)")
         modules = ("cell", "head")
+    elif a.reach in ("frozen", "nograd"):
+        out.add("pretrained = nn.Linear(4, 8)  # frozen: not in the optimizer")
+        modules = ("head",)
+    elif a.calls in ("shared", "summed") or a.reach.startswith("bank"):
+        # two layers, as real encoders have: the second saves its weight for the backward pass
+        out.add("encoder = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 8))")
+        modules = ("encoder", "head")
     else:
         out.add("encoder = nn.Linear(4, 8)")
         modules = ("encoder", "head")
@@ -155,38 +450,26 @@ def _before_loop(a, out):
     elif a.reach.startswith("lstm"):
         out.add("h, c = torch.zeros(8, 8), torch.zeros(8, 8)")
     elif a.reach == "before":
-        out.add(
-            "weight = encoder.weight / encoder.weight.norm(dim=1, keepdim=True)  # normalised once",
-            "forward",
-        )
-    elif a.reach == "before-detached":
-        out.add("weight = (encoder.weight / encoder.weight.norm(dim=1, keepdim=True)).detach()")
+        normalised = "encoder.weight / encoder.weight.norm(dim=1, keepdim=True)"
+        if a.variant == "detach":
+            out.add(f"weight = ({normalised}).detach()")
+        else:
+            out.add(f"weight = {normalised}  # normalised once", "forward")
+    elif a.reach == "frozen":
+        out.add("features = torch.tanh(pretrained(inputs))  # computed once", "forward")
+    elif a.reach == "nograd":
+        out.add("with torch.no_grad():  # the frozen model needs no graph")
+        out.add("    features = torch.tanh(pretrained(inputs))  # computed once")
     elif a.reach.startswith("total"):
         out.add("running_loss = 0.0")
-    elif a.reach.startswith("kept"):
-        out.add("replay = []")
-
-
-def _gan_step(a, out):
-    retain = "retain_graph=True" if a.retain == "retain" else ""
-    fake_for_d = "fake.detach()" if a.fixed else "fake"
-    out.add("    fake = G(z)", "forward")
-    out.add("    opt_d.zero_grad()")
-    out.add(
-        f"    d_loss = bce(D(real), real_label) + bce(D({fake_for_d}), fake_label)",
-    )
-    out.add(f"    d_loss.backward({retain})", "frees")
-    out.add("    opt_d.step()")
-    out.add("    opt_g.zero_grad()")
-    out.add("    g_loss = bce(D(fake), real_label)")
-    out.add("    g_loss.backward()", "raises")
-    out.add("    opt_g.step()")
+    elif a.reach.startswith(("kept", "bank")):
+        out.add(f"{'replay' if a.reach.startswith('kept') else 'bank'} = []")
 
 
 def _features(a, out):
     """Write the forward pass up to the features the heads read; return their name."""
     if a.reach == "rnn":
-        out.add("    h = cell(x, h)  # h carries the previous step's graph", "forward")
+        out.add("    h = cell(x, h)", "forward")
         return "h"
     if a.reach == "rnn-detached":
         out.add("    h = cell(x, h)")
@@ -194,52 +477,61 @@ def _features(a, out):
     if a.reach.startswith("lstm"):
         out.add("    h, c = cell(x, (h, c))", "forward")
         return "h"
-    if a.reach in ("before", "before-detached"):
+    if a.reach in ("before",):
         out.add("    feat = torch.tanh(x @ weight.T + encoder.bias)")
         return "feat"
     if a.reach == "inside":
         out.add("    weight = encoder.weight / encoder.weight.norm(dim=1, keepdim=True)")
         out.add("    feat = torch.tanh(x @ weight.T + encoder.bias)")
         return "feat"
-    tags = ("forward",) if a.calls == "shared" or a.when == "saved" else ()
+    tags = ("forward",) if a.calls == "shared" or a.when == "saved" or a.reach == "bank" else ()
     out.add("    feat = torch.tanh(encoder(x))", *tags)
     return "feat"
 
 
 def _loss_and_backward(a, out, feat):
     """Write the loss or losses and the step's backward calls."""
-    retain = "retain_graph=True" if a.retain == "retain" else ""
-    mse = "nn.functional.mse_loss"
+    retain = _retain(a)
     if a.reach == "kept":
         out.add(f"    replay.append(head({feat}))  # the output is kept, with its graph", "forward")
-        out.add(f"    loss = {mse}(torch.cat(replay), targets[:step].flatten(0, 1))")
+        out.add(f"    loss = {MSE}(torch.cat(replay), targets[:step].flatten(0, 1))")
         out.add(f"    loss.backward({retain})", "raises", "frees")
         return
     if a.reach == "kept-inputs":
         out.add("    replay.append(x)  # keep the input; the forward pass runs again each step")
         out.add("    feat = torch.tanh(encoder(torch.cat(replay)))")
-        out.add(f"    loss = {mse}(head(feat), targets[:step].flatten(0, 1))")
+        out.add(f"    loss = {MSE}(head(feat), targets[:step].flatten(0, 1))")
         out.add("    loss.backward()")
+        return
+    if a.reach.startswith("bank"):
+        kept = f"{feat}.detach()" if a.fixed else feat
+        out.add(f"    bank.append({kept})  # a memory bank of features")
+        out.add(f"    similarity = ({feat} @ torch.cat(bank).T).pow(2).mean()")
+        out.add(f"    loss = {MSE}(head({feat}), y) + 0.1 * similarity")
+        tags = ("raises", "frees") if not a.fixed else ()
+        out.add(f"    loss.backward({retain})", *tags)
         return
     if a.calls == "grad":
         option = {"none": "", "retain": ", retain_graph=True", "create": ", create_graph=True"}
         out.add(f"    pred = head({feat})", "forward")
         out.add(f"    (grad_x,) = torch.autograd.grad(pred.sum(), x{option[a.retain]})", "frees")
         out.add("    penalty = (grad_x.norm(dim=1) - 1).pow(2).mean()  # a gradient penalty")
-        out.add(f"    loss = {mse}(pred, y) + penalty")
+        out.add(f"    loss = {MSE}(pred, y) + penalty")
         out.add("    loss.backward()", "raises")
         return
     if a.calls in ("shared", "summed"):
-        out.add(f"    loss_main = {mse}(head({feat}), y)")
+        out.add(f"    loss_main = {MSE}(head({feat}), y)")
         out.add(f"    loss_aux = aux({feat}).pow(2).mean()")
         if a.calls == "summed":
             out.add("    (loss_main + loss_aux).backward()")
         else:
             out.add(f"    loss_main.backward({retain})", "frees")
+            if a.variant == "step":
+                out.add("    opt.step()  # e.g. a step per loss")
             out.add("    loss_aux.backward()", "raises")
         return
     tags = ("forward",) if a.calls == "twice" or a.reach == "total" else ()
-    out.add(f"    loss = {mse}(head({feat}), y)", *tags)
+    out.add(f"    loss = {MSE}(head({feat}), y)", *tags)
     if a.reach == "total":
         out.add("    running_loss = running_loss + loss  # a running total, with its graph")
         out.add(f"    running_loss.backward({retain})", "raises", "frees")
@@ -248,9 +540,18 @@ def _loss_and_backward(a, out, feat):
         out.add("    running_loss += loss.item()  # a number, without the graph")
     if a.calls == "twice":
         out.add(f"    loss.backward({retain})", "frees")
-        out.add(
-            "    loss.backward()  # again, e.g. in a helper that logs the gradient norm", "raises"
-        )
+        between = {
+            "zerograd": "    opt.zero_grad()  # clear the gradients first",
+            "step": "    opt.step()",
+        }.get(a.variant)
+        if between:
+            out.add(between)
+        again = "loss.backward()  # again, e.g. in a helper that logs the gradient norm"
+        if a.variant == "nograd":
+            out.add("    with torch.no_grad():")
+            out.add(f"        {again}", "raises")
+        else:
+            out.add(f"    {again}", "raises")
         return
     if a.when == "saved":
         out.add(f"    loss.backward({retain})", "frees")
@@ -261,18 +562,39 @@ def _loss_and_backward(a, out, feat):
         return
     if a.reach == "saved-before":
         out.add(f"    saved = {feat}.grad_fn._saved_result  # read before backward frees it")
-    tags = ("raises", "frees") if a.reach in ("rnn", "lstm", "before") else ()
+    if a.variant == "fake":
+        out.add("    loss.detach().requires_grad_().backward()  # silences the error")
+        return
+    tags = ("raises", "frees") if a.reach in ("rnn", "lstm", "before", "frozen") else ()
     out.add(f"    loss.backward({retain})", *tags)
 
 
 def _lines(a):
     out = _Lines()
+    _header(out)
+    if a.gan:
+        _gan(a, out)
+        return out
+    if a.calls in ("dist", "dsummed", "ac", "acdetach"):
+        _policy(a, out)
+        return out
+    if a.variant == "seq" or a.reach in ("lstm-both", "both-detached"):
+        _sequence(a, out)
+        return out
+    if a.variant == "attr":
+        _smooth(a, out)
+        return out
+    if a.variant == "cell":
+        _cell(a, out)
+        return out
     _models(a, out)
     _before_loop(a, out)
     out.add("")
-    if a.calls == "gan":
-        out.add("for step, (z, real) in enumerate(zip(noise, data), start=1):")
-        _gan_step(a, out)
+    if a.reach in ("frozen", "nograd"):
+        out.add("for step, (feat, y) in enumerate(zip(features, targets), start=1):")
+        out.add("    opt.zero_grad()")
+        _loss_and_backward(a, out, "feat")
+        out.add("    opt.step()")
         return out
     out.add("for step, (x, y) in enumerate(zip(inputs, targets), start=1):")
     if a.calls == "grad":
@@ -281,12 +603,7 @@ def _lines(a):
     feat = _features(a, out)
     _loss_and_backward(a, out, feat)
     out.add("    opt.step()")
-    if a.reach == "rnn-detached":
-        out.add("    h = h.detach()  # cut the graph at the step boundary")
-    if a.reach == "lstm":
-        out.add("    h = h.detach()  # only h is detached; c keeps its graph")
-    if a.reach == "lstm-detached":
-        out.add("    h, c = h.detach(), c.detach()  # cut both at the step boundary")
+    _step_end(a, out)
     return out
 
 
@@ -299,8 +616,24 @@ CAUSES = {
     "twice": "same-loss-twice",
     "shared": "shared-forward",
     "gan": "shared-forward",
+    "gfirst": "shared-forward",
     "grad": "shared-forward",
+    "dist": "shared-forward",
+    "ac": "shared-forward",
 }
+
+
+def raises_this_error(answers):
+    """Whether the loop raises 'Trying to backward through the graph a second time'.
+
+    Without retain_graph=True every reader's loop does, except a dead end that silences it or
+    fails first; with create_graph=True only a WGAN-GP whose critic keeps the generator's graph.
+    """
+    if answers.fixed or answers.variant in ("fake", "tuple", "detach", "sum"):
+        return False
+    if answers.retain == "create":
+        return answers.gan
+    return answers.retain == "none"
 
 
 def expected(answers):
@@ -309,16 +642,18 @@ def expected(answers):
     raises: the line whose call raises this error; frees: the earlier backward or grad call
     that freed the saved tensors; forward: the forward line that created the node whose saved
     tensors were gone; cause: 'same-loss-twice', 'carried-state', 'shared-forward',
-    'saved-read', or None. A loop that does not raise this error (it was fixed, or
-    retain_graph=True let it run on) has None everywhere.
+    'saved-read', or None. A loop that does not raise this error (it was fixed, a dead end
+    silenced it, or retain_graph=True let it run on) has None everywhere.
     """
-    if answers.fixed or answers.retain != "none":
+    if not raises_this_error(answers):
         return {"raises": None, "frees": None, "forward": None, "cause": None}
     tags = _lines(answers).tags
     if answers.when == "saved":
         cause = "saved-read"
     elif answers.when == "later":
         cause = "carried-state"
+    elif answers.variant == "cell":
+        cause = "same-loss-twice"
     else:
         cause = CAUSES[answers.calls]
     return {

@@ -8,9 +8,17 @@
   var out = document.getElementById("result");
   var NAMES = data.names;
   var OTHER = "other";
-  var KEYS = Object.keys(data.results).map(function (k) { return k.split("-"); });
+  // A key joins the four answers with "-"; only the reach "lstm-both" holds one itself.
+  var KEYS = Object.keys(data.results).map(function (k) {
+    var a = k.split("-");
+    return a.length > 4 ? [a[0], a[1], a[2] + "-" + a[3], a[4]] : a;
+  });
+  var BY_ANSWERS = {};
+  Object.keys(data.results).forEach(function (k, i) { BY_ANSWERS[KEYS[i].join(" ")] = k; });
 
   function text(i) { return i === null ? null : data.strings[i]; }
+  // A sentence stored in pieces: string indices separated by spaces, joined as they are.
+  function joined(s) { return s === "" ? null : s.split(" ").map(function (i) { return data.strings[i]; }).join(""); }
 
   var INPUTS = {};
   NAMES.forEach(function (n) {
@@ -73,40 +81,72 @@
     out.replaceChildren(document.getElementById(id).content.cloneNode(true));
   }
 
+  // A diff: tokens are string indices, "-" removed, "+" added, "@" a gap between hunks.
+  // Each line hangs at its own indentation, so wrapped code keeps its shape on a phone.
+  function diff(tokens, label) {
+    var pre = el("pre", "diff");
+    pre.setAttribute("aria-label", label);
+    var code = el("code");
+    tokens.split(" ").forEach(function (token) {
+      if (token === "@") return code.appendChild(el("span", "gap", "\u22ef\n"));
+      var sign = token[0] === "-" || token[0] === "+" ? token[0] : " ";
+      var line = text(Number(sign === " " ? token : token.slice(1)));
+      var node = el("span", sign === "-" ? "del" : sign === "+" ? "ins" : "ctx", sign + " " + line + "\n");
+      var hang = line.length - line.replace(/^ +/, "").length + 2;
+      node.style.paddingLeft = hang + "ch";
+      node.style.textIndent = -hang + "ch";
+      code.appendChild(node);
+    });
+    pre.appendChild(code);
+    return pre;
+  }
+
+  function link(parent, href, words) {
+    if (parent.childNodes.length) parent.appendChild(document.createTextNode(" · "));
+    var a = el("a", null, words);
+    a.href = href;
+    parent.appendChild(a);
+  }
+
   function show(key) {
     var r = data.results[key];
     var box = document.createDocumentFragment();
-    box.appendChild(el("h3", null, text(r.headline)));
-    var list = el("dl");
-    entry(list, "Where it raised", text(r.where));
-    entry(list, "The exact text", text(r.message), "text");
-    entry(list, "Anomaly mode points at", text(r.anomaly), "text");
-    entry(list, "What it did", text(r.outcome));
-    entry(list, "Gradients", text(r.grads));
-    entry(list, "The fix", text(r.fix));
-    entry(list, "Why not detach it", text(r.tempting));
-    box.appendChild(list);
-    var pre = el("pre", "diff");
-    pre.setAttribute("aria-label", "The loop, with the fix: lines starting - are removed, + are added");
-    var code = el("code");
-    // Each token is a string index, prefixed "-" for a removed line and "+" for an added one.
-    r.diff.split(" ").forEach(function (token) {
-      var sign = token[0] === "-" || token[0] === "+" ? token[0] : " ";
-      var cls = sign === "-" ? "del" : sign === "+" ? "ins" : "ctx";
-      var line = text(Number(sign === " " ? token : token.slice(1)));
-      code.appendChild(el("span", cls, sign + " " + line + "\n"));
+    var head = el("h3", null, joined(r.h));
+    head.tabIndex = -1;
+    box.appendChild(head);
+    if (r.n !== null) box.appendChild(el("p", "note", text(r.n)));
+    r.b.forEach(function (b) {
+      var part = el("div", "variant " + b.k);
+      if (b.l !== "") part.appendChild(el("h4", null, joined(b.l)));
+      if (b.v !== "") part.appendChild(el("p", null, joined(b.v)));
+      if (b.f !== "") {
+        part.appendChild(el("p", "fix", joined(b.f)));
+        part.appendChild(diff(b.d, "The change: lines starting - are removed, + are added"));
+        part.appendChild(el("p", "fixed", text(b.x)));
+      }
+      var list = el("dl");
+      entry(list, "The exact text", joined(b.m), "text");
+      part.appendChild(list);
+      box.appendChild(part);
     });
-    pre.appendChild(code);
-    box.appendChild(pre);
-    box.appendChild(el("p", "fixed", text(r.fixed)));
+    if (r.t.length) {
+      var tried = el("div", "tried");
+      tried.appendChild(el("h4", null, "What people try instead, run"));
+      var items = el("ul");
+      r.t.forEach(function (t) {
+        var li = el("li");
+        li.appendChild(el("strong", null, text(t.l)));
+        li.appendChild(document.createTextNode(" " + joined(t.v)));
+        li.appendChild(diff(t.d, "The change tried: lines starting - are removed, + are added"));
+        items.appendChild(li);
+      });
+      tried.appendChild(items);
+      box.appendChild(tried);
+    }
     var links = el("p");
-    var cause = el("a", null, "Read the explanation");
-    cause.href = "#" + r.section;
-    var row = el("a", null, "See this loop in the table");
-    row.href = "#loop-" + key;
-    links.appendChild(cause);
-    links.appendChild(document.createTextNode(" · "));
-    links.appendChild(row);
+    link(links, "#" + r.s, "Read the explanation");
+    link(links, "#loop-" + key, "See it in the table");
+    link(links, "#diagnoser", "Run the diagnoser on your script");
     box.appendChild(links);
     out.className = r.kind;
     out.replaceChildren(box);
@@ -115,8 +155,8 @@
   function render() {
     var chosen = constrain();
     if (chosen.indexOf(OTHER) >= 0) return showTemplate("checker-other", "other");
-    var key = chosen.join("-");
-    if (chosen.indexOf(null) < 0 && data.results[key]) return show(key);
+    var key = BY_ANSWERS[chosen.join(" ")];
+    if (chosen.indexOf(null) < 0 && key) return show(key);
     showTemplate("checker-start", "");
   }
 
@@ -124,6 +164,12 @@
     var parts = [];
     NAMES.forEach(function (n, i) { if (chosen[i] !== null) parts.push(n + "=" + chosen[i]); });
     return parts.join("&");
+  }
+
+  // Bring a new result into view when it lies outside the window (a phone, a preset below it).
+  function reveal() {
+    var top = out.getBoundingClientRect().top;
+    if (top < 0 || top > window.innerHeight - 80) out.scrollIntoView({ block: "start" });
   }
 
   // A fragment with '=' sets the answers it names; values that are not options are ignored.
@@ -139,10 +185,13 @@
       inputs(n).forEach(function (input) { input.checked = input.value === value; });
     });
     render();
+    if (out.querySelector("h3")) reveal();
   }
+
 
   form.addEventListener("change", function () {
     render();
+    if (out.querySelector("h3")) reveal();
     var fragment = "#" + fragmentOf(answers());
     if (location.hash !== fragment) history.pushState(null, "", fragment);
   });

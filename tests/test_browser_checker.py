@@ -1,0 +1,317 @@
+"""The checker in a real Chromium: every combination, its variants, presets, keyboard, phone."""
+
+import re
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from backtwice import checker
+from backtwice import snapshot as snap
+from backtwice.checker import fragment
+from backtwice.manifest import load_loop_builder
+
+from .conftest import REPRO, SNAPSHOTS
+
+pytestmark = pytest.mark.browser
+NAMES = checker.NAMES
+BUILDER = load_loop_builder(REPRO)
+COMBOS = [a.key for a in BUILDER.combinations()]
+LOOPS = snap.load_dir(SNAPSHOTS)[-1][1].loops
+"""The newest committed snapshot's loops: each result is checked against its runs."""
+THIS = "Trying to backward through the graph a second time"
+INPLACE = "modified by an inplace operation"
+
+
+@pytest.fixture(scope="module")
+def expected():
+    """The checker's data derived in Python from the committed snapshot."""
+    data, _ = checker.build(LOOPS)
+    return data
+
+
+def joined(data, pieces):
+    return None if pieces == "" else "".join(data["strings"][int(i)] for i in pieces.split())
+
+
+def answers(key):
+    return dict(zip(NAMES, checker.split_key(key)[0], strict=True))
+
+
+def variants(key):
+    """The loop keys captured for a combination: its main loop first, then its variants."""
+    found = [a for a in BUILDER.all_answers() if a.combo == key]
+    return [
+        a.key
+        for a in sorted(
+            found,
+            key=lambda a: (a.variant != "", checker.ORDER.index(a.variant) if a.variant else 0),
+        )
+    ]
+
+
+def answer(page, key):
+    for name, value in answers(key).items():
+        radio = page.locator(f"input[name='{name}'][value='{value}']")
+        if not radio.is_checked():
+            radio.check()
+
+
+def diff_text(old, new, context=checker.CONTEXT):
+    """A diff as the page shows it, computed here from the two sources with difflib's opcodes."""
+    import difflib
+
+    a, b = old.splitlines(), new.splitlines()
+    out = []
+    for group in difflib.SequenceMatcher(None, a, b, autojunk=False).get_grouped_opcodes(context):
+        if out:
+            out.append("\u22ef\n")
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                out += [f"  {line}\n" for line in a[i1:i2]]
+            else:
+                out += [f"- {line}\n" for line in a[i1:i2]] + [f"+ {line}\n" for line in b[j1:j2]]
+    return "".join(out)
+
+
+def assert_result(page, data, key):
+    """The result box shows exactly the combination's data, and its diffs are the loops' diffs."""
+    result = data["results"][key]
+    box = page.locator("#result")
+    expect(box).to_have_class(result["kind"])
+    expect(box.locator("h3")).to_have_text(joined(data, result["h"]))
+    note = box.locator("p.note")
+    expect(note).to_have_count(0 if result["n"] is None else 1)
+    blocks = box.locator("div.variant")
+    expect(blocks).to_have_count(len(result["b"]))
+    shown = [k for k in variants(key) if k.partition("~")[2] not in checker.DEAD_ENDS]
+    for i, (block, loop_key) in enumerate(zip(result["b"], shown, strict=True)):
+        part = blocks.nth(i)
+        run = LOOPS[loop_key]
+        if block["l"]:
+            expect(part.locator("h4")).to_have_text(joined(data, block["l"]))
+        if run.raised is not None:
+            expect(part.locator("dt:text-is('The exact text') + dd")).to_have_text(
+                f"{run.raised.type}: {run.raised.message}"
+            )
+        if block["f"]:
+            expect(part.locator("p.fix")).to_have_text(joined(data, block["f"]))
+            assert part.locator("pre.diff").text_content() == diff_text(run.source, run.fix.source)
+        else:
+            expect(part.locator("pre.diff")).to_have_count(0)
+    tried = box.locator(".tried li")
+    dead = [k for k in variants(key) if k.partition("~")[2] in checker.DEAD_ENDS]
+    expect(tried).to_have_count(len(dead))
+    for i, loop_key in enumerate(dead):
+        item = tried.nth(i)
+        entry = result["t"][i]
+        expect(item).to_contain_text(data["strings"][entry["l"]] + " " + joined(data, entry["v"]))
+        assert item.locator("pre.diff").text_content() == diff_text(
+            LOOPS[key].source, LOOPS[loop_key].source, 1
+        )
+    expect(box.get_by_role("link", name="Read the explanation")).to_have_attribute(
+        "href", "#" + result["s"]
+    )
+    expect(box.get_by_role("link", name="See it in the table")).to_have_attribute(
+        "href", f"#loop-{key}"
+    )
+
+
+def assert_no_claim(page):
+    box = page.locator("#result")
+    expect(box).to_contain_text("Answer the four questions above")
+    expect(box.locator("h3, dl, pre")).to_have_count(0)
+    assert box.get_attribute("class") in ("", None)
+
+
+def test_every_combination_through_the_form(page: Page, built_page, expected):
+    """All reachable combinations: the result is the captured one, never 'already the fix' to a
+    reader who says it raises, never an unconditional 'runs' where a captured variant raises,
+    and the in-place error text wherever a retain_graph combination has an optimizer step."""
+    requests = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(built_page.as_uri())
+    assert sorted(expected["results"]) == sorted(COMBOS)
+    for key in COMBOS:
+        answer(page, key)
+        assert page.evaluate("location.hash") == "#" + fragment(key)
+        assert_result(page, expected, key)
+        shown = page.locator("#result").inner_text()
+        assert "already the fix" not in shown  # every answer to question 1 says it raises
+        assert not re.search(r"\b\w+(-\w+){3}\b", shown), key  # no internal keys
+        raising = [k for k in variants(key) if k.partition("~")[2] not in checker.DEAD_ENDS]
+        raising = [k for k in raising if LOOPS[k].raised is not None]
+        headline = page.locator("#result h3").inner_text()
+        if raising:
+            assert headline.startswith("Raises") or not headline.startswith("Runs"), key
+            for k in raising:  # each raising variant's exact text is shown
+                message = LOOPS[k].raised.message
+                expect(page.locator("#result dd.text", has_text=message).first).to_be_visible()
+        if any(k.endswith("~step") for k in variants(key)):
+            assert answers(key)["retain"] == "retain"
+            assert INPLACE in headline and INPLACE in shown, key
+    assert requests == [built_page.as_uri()]
+
+
+def test_a_reader_whose_code_raises_is_told_what_to_check_next(page: Page, built_page, expected):
+    key = "first-grad-nothing-create"
+    page.goto(built_page.as_uri() + "#" + fragment(key))
+    note = page.locator("#result p.note")
+    expect(note).to_contain_text("This loop does not raise this error")
+    expect(note).to_contain_text("is the fake batch detached in the critic step?")
+    raising = page.locator("#result div.variant.raises")
+    expect(raising.locator("h4")).to_contain_text("WGAN-GP")
+    expect(raising.locator("pre.diff .ins")).to_contain_text(["fake.detach()", "fake.detach()"])
+    expect(page.get_by_role("link", name="Run the diagnoser on your script")).to_have_attribute(
+        "href", "#diagnoser"
+    )
+
+
+def test_the_options_that_cannot_occur_are_disabled(page: Page, built_page):
+    page.goto(built_page.as_uri())
+    page.locator("input[name='when'][value='later']").check()
+    for value in ("twice", "shared", "gan", "gfirst", "grad", "dist", "ac"):
+        expect(page.locator(f"input[name='calls'][value='{value}']")).to_be_disabled()
+    expect(page.locator("input[name='calls'][value='one']")).to_be_checked()  # the only option
+    expect(page.locator("input[name='reach'][value='nothing']")).to_be_disabled()
+    expect(page.locator("input[name='reach'][value='lstm-both']")).to_be_enabled()
+    page.locator("input[name='when'][value='first']").check()
+    page.locator("input[name='calls'][value='gan']").check()
+    expect(page.locator("input[name='retain'][value='create']")).to_be_enabled()  # WGAN-GP
+    page.locator("input[name='calls'][value='twice']").check()
+    expect(page.locator("input[name='retain'][value='create']")).to_be_disabled()
+
+
+def test_before_any_answer_the_checker_claims_nothing(page: Page, built_page):
+    page.goto(built_page.as_uri())
+    assert_no_claim(page)
+    page.locator("input[name='when'][value='later']").check()
+    assert_no_claim(page)  # three answers still missing
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["when=never&calls=one&reach=rnn&retain=none", "when=first&calls=one", "x=%ZZ&&=", "when="],
+)
+def test_malformed_fragment_claims_nothing(page: Page, built_page, bad):
+    page.goto(built_page.as_uri() + "#" + bad)
+    assert_no_claim(page)
+
+
+def test_none_of_these_fits_points_to_anomaly_mode_and_the_diagnoser(page: Page, built_page):
+    page.goto(built_page.as_uri())
+    page.locator("input[name='when'][value='first']").check()
+    page.locator("input[name='calls'][value='other']").check()
+    box = page.locator("#result")
+    expect(box.locator("h3")).to_have_text("None of these fits")
+    expect(box.get_by_role("link", name="anomaly mode")).to_have_attribute("href", "#anomaly")
+    expect(box.get_by_role("link", name="diagnoser")).to_have_attribute("href", "#diagnoser")
+
+
+def test_deep_link_sets_the_form_and_scrolls_to_the_result(page: Page, built_page, expected):
+    key = "later-one-lstm-both-none"
+    page.set_viewport_size({"width": 390, "height": 700})
+    page.goto(built_page.as_uri() + "#" + fragment(key))
+    for name, value in answers(key).items():
+        expect(page.locator(f"input[name='{name}'][value='{value}']")).to_be_checked()
+    assert_result(page, expected, key)
+    top = page.evaluate("document.getElementById('result').getBoundingClientRect().top")
+    assert -1 < top < 700  # scrolled to it (sub-pixel rounding aside)
+
+
+def test_the_result_follows_question_four_and_the_presets_follow_it(page: Page, built_page):
+    page.goto(built_page.as_uri())
+    order = page.evaluate(
+        "[...document.querySelectorAll('#checker, #result, ul.presets')].map(e => e.id || e.className)"
+    )
+    assert order == ["checker", "result", "presets"]
+
+
+EXPERT = {
+    "A notebook cell run again": ("cell", "    feat = torch.tanh(encoder(x))"),
+    "nn.LSTM over sequences": ("", "    hidden = tuple(t.detach() for t in hidden)"),
+    "WGAN-GP": ("", "D(fake.detach()).mean()"),
+    "Saved tensors read after backward": ("", "._saved_result"),
+    "retain_graph=True, then an in-place error": ("", "h = h.detach()"),
+}
+
+
+@pytest.mark.parametrize("name, key, section", checker.PRESETS, ids=[p[0] for p in checker.PRESETS])
+def test_every_preset_shows_its_case_and_the_experts_fix(
+    page: Page, built_page, expected, name, key, section
+):
+    page.goto(built_page.as_uri())
+    page.get_by_role("link", name=name, exact=True).click()
+    assert_result(page, expected, key)
+    assert expected["results"][key]["s"] == section
+    title, added = EXPERT[name]
+    block = page.locator("#result div.variant")
+    if title:
+        block = block.filter(has=page.locator("h4", has_text="notebook cell"))
+    lines = block.locator("pre.diff .ins").all_text_contents()
+    assert any(added in line for line in lines), lines
+    assert not any("retain_graph=True" in line for line in lines)
+
+
+def test_presets_back_and_forward(page: Page, built_page, expected):
+    page.goto(built_page.as_uri())
+    page.get_by_role("link", name="WGAN-GP", exact=True).click()
+    assert_result(page, expected, "first-gan-nothing-create")
+    page.get_by_role("link", name="nn.LSTM over sequences", exact=True).click()
+    assert_result(page, expected, "later-one-lstm-both-none")
+    page.go_back()
+    assert_result(page, expected, "first-gan-nothing-create")
+    expect(page.locator("input[name='retain'][value='create']")).to_be_checked()
+    page.go_forward()
+    assert_result(page, expected, "later-one-lstm-both-none")
+
+
+def test_keyboard_only(page: Page, built_page, expected):
+    page.goto(built_page.as_uri())
+    first = page.locator("input[name='when'][value='first']")
+    first.focus()
+    page.keyboard.press("Space")
+    expect(first).to_be_checked()
+    page.keyboard.press("Tab")
+    expect(page.locator("input[name='calls'][value='twice']")).to_be_focused()  # 'one' is disabled
+    page.keyboard.press("Space")
+    page.keyboard.press("Tab")
+    expect(page.locator("input[name='reach'][value='nothing']")).to_be_focused()
+    page.keyboard.press("Tab")
+    expect(page.locator("input[name='retain'][value='none']")).to_be_focused()
+    page.keyboard.press("Space")
+    assert_result(page, expected, "first-twice-nothing-none")
+    expect(page.locator("#result")).to_have_attribute("role", "status")
+    focused = page.evaluate(
+        "[document.activeElement.matches(':focus-visible'), getComputedStyle(document.activeElement).outlineStyle]"
+    )
+    assert focused == [True, "solid"]
+
+
+def test_diffs_keep_their_indentation_on_a_phone(page: Page, built_page):
+    """At 390 px a wrapped code line continues under its own code, not at the left edge."""
+    page.set_viewport_size({"width": 390, "height": 800})
+    page.goto(built_page.as_uri() + "#" + fragment("first-gan-nothing-create"))
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    lines = page.locator("#result pre.diff span.ins")
+    expect(lines.first).to_be_visible()
+    checked = 0
+    for i in range(lines.count()):
+        found = lines.nth(i).evaluate(
+            """(line) => {
+              const range = document.createRange();
+              range.selectNodeContents(line);
+              const rows = {};  // each row's leftmost box: where that row's text starts
+              for (const box of range.getClientRects()) {
+                const top = Math.round(box.top);
+                rows[top] = Math.min(rows[top] ?? Infinity, Math.round(box.left));
+              }
+              const lefts = Object.keys(rows).sort((a, b) => a - b).map((top) => rows[top]);
+              return {lefts, hang: parseFloat(getComputedStyle(line).paddingLeft)};
+            }"""
+        )
+        first, *later = found["lefts"]
+        if later:  # the line wrapped: its later rows start where its code starts
+            checked += 1
+            assert found["hang"] > 0, found
+            assert all(abs(left - first - found["hang"]) <= 2 for left in later), found
+    assert checked, "no diff line wrapped at 390 px; the test would show nothing"
