@@ -573,6 +573,14 @@ def build(loops):
                 cond = _checked(key, *MAIN[shapes[0].partition("~")[2]], run.source)
             conds.append((cond, v))
             edits = fix_edits(run, variant) if run.source != run.fix.source else []
+            if run.raised is not None and not edits:
+                raise ClaimError(
+                    HERE,
+                    f"checker loop '{key}'",
+                    "it raises, and its fix is the same code",
+                    "Fix: ...",
+                    "change fix() in repro/loop.py",
+                )
             block = {
                 "l": refs(capital([cond, ":"])) if cond else "",
                 "k": v.kind,

@@ -52,9 +52,11 @@ def test_no_axe_violations(page: Page, built_page):
     assert results.violations_count == 0, results.generate_report()
 
 
-def test_no_axe_violations_in_dark_mode_with_a_raising_result(page: Page, built_page):
-    page.emulate_media(color_scheme="dark")
-    page.goto(built_page.as_uri() + "#" + fragment("later-one-rnn-none"))
+@pytest.mark.parametrize("scheme", ["dark", "light"])
+@pytest.mark.parametrize("key", ["later-one-rnn-none", "first-twice-nothing-retain"])
+def test_no_axe_violations_with_a_result(page: Page, built_page, scheme, key):
+    page.emulate_media(color_scheme=scheme)
+    page.goto(built_page.as_uri() + "#" + fragment(key))
     results = Axe().run(page, options={"runOnly": {"type": "tag", "values": WCAG}})
     assert results.violations_count == 0, results.generate_report()
 

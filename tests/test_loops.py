@@ -481,3 +481,91 @@ def test_saved_tensor_counter_keeps_the_inplace_check(case, anomaly):
         messages.append(str(raised.value))
     assert "modified by an inplace operation" in messages[0]
     assert messages[1] == messages[0]
+
+
+def test_diff_hunks_keep_two_lines_of_context_and_mark_gaps():
+    old = "".join(f"line {i}\n" for i in range(1, 13))
+    new = old.replace("line 3\n", "line three\n").replace("line 11\n", "")
+    assert checker.diff_hunks(old, new) == [
+        (" ", "line 1"),
+        (" ", "line 2"),
+        ("-", "line 3"),
+        ("+", "line three"),
+        (" ", "line 4"),
+        (" ", "line 5"),
+        ("@", ""),
+        (" ", "line 9"),
+        (" ", "line 10"),
+        ("-", "line 11"),
+        (" ", "line 12"),
+    ]
+
+
+def test_messages_split_into_pieces_that_join_back(loops):
+    for run in loops.values():
+        if run.raised is not None:
+            pieces = checker.split_message(run.raised.message)
+            assert "".join(pieces) == run.raised.message
+            assert all(p.endswith((": ", ". ")) for p in pieces[:-1])
+
+
+def test_headlines_say_runs_only_under_a_condition_where_a_variant_raises(loops):
+    data, rows = checker.build(loops)
+    headlines = {row["key"]: row["verdict"]["headline"] for row in rows}
+    for a in COMBOS:
+        shown = [k for k in (b.key for b in SHAPED if b.combo == a.key)]
+        raising = [k for k in shown if loops[k].raised is not None]
+        if raising and len(shown) > 1:
+            for clause in headlines[a.key].rstrip(".").split("; "):
+                if " runs" in clause or clause.startswith("Runs"):
+                    assert (
+                        clause.split(", ")[0].lower().startswith(("if ", "with", "when", "for"))
+                    ), clause
+        assert "already the fix" not in headlines[a.key]
+    assert not any("already the fix" in s for s in data["strings"])
+
+
+def test_the_checks_behind_the_sentences_stop_the_build(loops):
+    import dataclasses
+
+    from backtwice.errors import ClaimError
+
+    def built(change):
+        doctored = dict(loops)
+        change(doctored)
+        return checker.build(doctored)
+
+    def quiet_wgan(d):  # the WGAN-GP variant no longer raises: the note would have no ground
+        run = d["first-grad-nothing-create~wgan"]
+        d["first-grad-nothing-create~wgan"] = dataclasses.replace(
+            run, raised=None, raised_step=None
+        )
+
+    with pytest.raises(ClaimError, match="no variant raises this error"):
+        built(quiet_wgan)
+
+    def no_step(d):  # the 'step' variant's source without the step between the calls
+        run = d["first-shared-nothing-retain~step"]
+        source = run.source.replace("    opt.step()  # e.g. a step per loss\n", "")
+        d["first-shared-nothing-retain~step"] = dataclasses.replace(run, source=source)
+
+    with pytest.raises(ClaimError, match="does not match the phrase"):
+        built(no_step)
+
+    def fix_without_detach(d):  # a fix that does not hold the edit the page names
+        run = d["later-one-bank-none"]
+        source = run.fix.source.replace("feat.detach()", "feat.clone()")
+        fix = dataclasses.replace(run.fix, source=source)
+        d["later-one-bank-none"] = dataclasses.replace(run, fix=fix)
+
+    with pytest.raises(ClaimError, match="lacks 'feat.detach\\(\\)'"):
+        built(fix_without_detach)
+
+    def no_fix(d):  # a raising loop whose fix is its own code
+        run = d["later-one-kept-none"]
+        d["later-one-kept-none"] = dataclasses.replace(
+            run, fix=dataclasses.replace(run.fix, source=run.source)
+        )
+
+    with pytest.raises(ClaimError, match="its fix is the same code"):
+        built(no_fix)
