@@ -561,7 +561,7 @@ def build(loops):
         main = loops[combo]
         shapes = [k for k in keys[1:] if k.partition("~")[2] in SHAPES]
         dead = [k for k in keys[1:] if k.partition("~")[2] in DEAD_ENDS]
-        conds, blocks, kinds = [], [], set()
+        conds, blocks, kinds, shown = [], [], set(), set()
         for key in [combo, *shapes]:
             run, variant = loops[key], key.partition("~")[2]
             v = verdict(run)
@@ -584,16 +584,18 @@ def build(loops):
             block = {
                 "l": refs(capital([cond, ":"])) if cond else "",
                 "k": v.kind,
-                # the headline has each variant's outcome; the costs of one that runs are here
-                "v": refs(capital([*v.parts, "."])) if cond and v.kind == "costs" else "",
+                # the headline has each variant's outcome; what one that runs costs is here
+                "v": refs(capital([*v.parts, "."])) if cond and not run.raised else "",
+                # the exact text, once where variants raise alike
                 "m": refs(split_message(f"{run.raised.type}: {run.raised.message}"))
-                if run.raised
+                if run.raised and run.raised.message not in shown
                 else "",
                 "f": refs(fix_pieces(edits)) if edits else "",
                 "d": encode_diff(diff_hunks(run.source, run.fix.source), ref) if edits else "",
                 "x": ref(fixed_sentence(run) if edits else None),
             }
             blocks.append(block)
+            shown.add(run.raised.message if run.raised else None)
         if len(conds) > 1 and len({v.outcome for _, v in conds}) == 1:
             names = [c for c, _ in conds]
             pieces = [*conds[0][1].parts, ", " + ", ".join(names[:-1]) + " and " + names[-1]]
