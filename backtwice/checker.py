@@ -154,7 +154,7 @@ EDITS = {
     ("calls", "grad"): ("pass create_graph=True to autograd.grad", "create_graph=True"),
     ("calls", "dist"): (
         "add the two losses and call backward() once on the sum",
-        "(entropy_loss + policy_loss).backward()",
+        "(policy_loss + entropy_loss).backward()",
     ),
     ("calls", "ac"): (
         "use advantage.detach() in the actor's loss, then call backward() once on the sum",

@@ -298,7 +298,9 @@ def _policy(a, out):
         first, second = "policy_loss", "entropy_loss"
         summed = a.fixed
     if summed:
-        out.add(f"    ({second} + {first}).backward()")
+        out.add(
+            f"    ({'actor_loss + critic_loss' if ac else 'policy_loss + entropy_loss'}).backward()"
+        )
     else:
         out.add(f"    {first}.backward({retain})", "frees")
         if a.variant == "step":

@@ -224,7 +224,7 @@ def test_the_fix_is_the_experts_fix(answers):
     if calls_of == "grad" and variant != "wgan":
         assert "create_graph=True" in calls[0]
     if calls_of == "dist":
-        assert calls == ["(entropy_loss + policy_loss).backward()"]
+        assert calls == ["(policy_loss + entropy_loss).backward()"]
     if calls_of == "ac":
         assert "advantage.detach()" in fixed and calls == ["(actor_loss + critic_loss).backward()"]
     if reach == "rnn":
