@@ -21,8 +21,8 @@ from .conftest import REPRO, SNAPSHOTS
 # bytes (uncoloured numbers, compact checker diffs and sentences, minified script, shorter prose);
 # the diagnoser section adds 48 KB: its prose and its whole source (about 850 lines, collapsed).
 # Issue 15 checks each answer on its variants and the non-fixes people try: 56 loops, 34 rows in
-# the table of loops (160,039 bytes measured; checker data and script 7.1 KB gzipped).
-BUDGET = 105_716 + 48_000 + 6_400
+# the table of loops (160,074 bytes measured; checker data and script 7.1 KB gzipped).
+BUDGET = 105_716 + 48_000 + 6_500
 
 
 def inline(page, tag, attrs=""):
