@@ -10,10 +10,7 @@ from html import unescape
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
-from markupsafe import Markup
-from pygments import highlight
-from pygments.formatters import HtmlFormatter
-from pygments.lexers import PythonLexer
+from markupsafe import Markup, escape
 
 from . import agreement, checker, claims, diagnosis, manifest, svg, versions
 from . import facts as f
@@ -22,58 +19,92 @@ from .errors import ClaimError, InputError
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = ROOT / "templates"
 STATIC = ROOT / "static"
-SCRIPTS = ("checker.js", "download.js")  # inlined as one script, allowed by its hash
-
-
-# Token classes left uncoloured (names, punctuation, numbers, builtins): their spans are dropped
-# to keep the page small; numbers alone were a quarter of the code blocks' markup.
-PLAIN_TOKENS = re.compile(r'<span class="(?:n|p|o|w|nn|mi|mf|nb)">([^<]*)</span>')
+SCRIPTS = ("checker.js", "download.js", "details.js")  # inlined as one script, allowed by its hash
 
 
 def code_block(source, raised_line):
-    """Highlight Python source, marking the line that raised."""
-    formatter = HtmlFormatter(
-        cssclass="hl", hl_lines=[raised_line] if raised_line else [], wrapcode=True
+    """Show Python source as it ran, marking the line that raised (no colouring: page weight)."""
+    lines = [escape(line) for line in source.splitlines()]
+    if raised_line:
+        lines[raised_line - 1] = Markup('<span class="hll">{}</span>').format(
+            lines[raised_line - 1]
+        )
+    return Markup('<div class="hl"><pre><code>{}\n</code></pre></div>').format(
+        Markup("\n").join(lines)
     )
-    html = highlight(source, PythonLexer(), formatter).replace("<span></span>", "")
-    # The newline goes after the marked line's span, so the next line keeps its indentation.
-    html = html.replace("\n</span>", "</span>\n")
-    return Markup(PLAIN_TOKENS.sub(r"\1", html))
 
 
-def _used_rules(css, html):
-    """Keep the highlighting rules whose token class appears in the page."""
-    used = set(re.findall(r'<span class="([a-z0-9]+)">', html))
-    kept = []
-    for line in css.splitlines():
-        found = re.match(r"\.hl \.([a-z0-9]+) \{", line)
-        if found and found.group(1) in used and found.group(1) != "hll":
-            kept.append(line.split(" /* ")[0])
-    return "\n".join(kept)
+# Scenarios shown as the lines that differ from another scenario's code, which the page shows in
+# full in the section that explains it: each loop's code appears once.
+BASES = {
+    "c1_fixed": "c1_backward_twice",
+    "scalar_mul_twice": "nosave_twice",
+    "c2_rnn_detach": "c2_no_detach",
+    "c2_detach_unassigned": "c2_no_detach",
+    "c2_retain_graph": "c2_detach",
+    "c3_summed": "c3_two_backwards",
+    "c3_retain": "c3_two_backwards",
+    "c3_summed_twice": "c3_two_backwards",
+    "c4_gan_detach": "c4_gan_no_detach",
+    "grad_penalty_fixed": "grad_penalty",
+    "anomaly_from_start": "c2_no_detach",
+    "anomaly_failing_step": "c2_no_detach",
+    "inplace_after_retain": "c2_no_detach",
+}
 
 
-def pygments_css(html):
-    """Highlighting colours for light and dark schemes, only for the tokens the page uses."""
-    light = _used_rules(HtmlFormatter(style="default").get_style_defs(".hl"), html)
-    dark = _used_rules(HtmlFormatter(style="github-dark").get_style_defs(".hl"), html)
-    return f"{light}\n@media (prefers-color-scheme: dark) {{\n{dark}\n}}\n"
+def diff_hunks(old, new, context=1, skip=lambda line: False):
+    """Lines that turn `old` into `new`, with `context` unchanged lines around each change.
+
+    Returns (kind, number in new or None, text) with kind ' ', '-', '+', or '…' between hunks.
+    """
+    a = [line for line in old.splitlines() if not skip(line)]
+    b_numbered = [(n, line) for n, line in enumerate(new.splitlines(), 1) if not skip(line)]
+    b = [line for _, line in b_numbered]
+    lines = []
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    for group in matcher.get_grouped_opcodes(context):
+        if lines:
+            lines.append(("…", None, ""))
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                lines += [(" ", b_numbered[j][0], b[j]) for j in range(j1, j2)]
+                continue
+            lines += [("-", None, a[i]) for i in range(i1, i2)]
+            lines += [("+", b_numbered[j][0], b[j]) for j in range(j1, j2)]
+    return lines
 
 
-def scenario_view(scenario, run, message):
-    """What the page shows for one scenario: code, output, raised line, anomaly.
+def diff_block(lines, numbers=True):
+    """A diff as HTML: removed lines in <del>, added in <ins>, new-file line numbers in front."""
+    tags = {"-": "del", "+": "ins", " ": "span", "…": "span"}
+    width = max((len(str(n)) for _, n, _ in lines if n), default=1)
+    out = []
+    for kind, number, text in lines:
+        gutter = (str(number) if number else "").rjust(width) + " " if numbers else ""
+        out.append(Markup("<{0}>{1}{2} {3}</{0}>").format(tags[kind], gutter, kind, text))
+    return Markup("\n").join(out)
+
+
+def scenario_view(scenario, run, message, sources):
+    """What the page shows for one scenario: code (or its diff from a base), output, anomaly.
 
     The page's own message is shown in full once; a scenario raising it shows its first clause.
     """
     source = scenario.source
     raised = run.raised
     same = raised is not None and raised.message == message
+    base = BASES.get(scenario.id)
     return {
         "same_message": same,
         "short": raised.message.split(" (")[0].rstrip(".") if same else None,
         "id": scenario.id,
         "title": scenario.title,
         "file": f"repro/{scenario.path.name}",
-        "code": code_block(source, raised.line if raised else None),
+        "base": base,
+        "code": code_block(source, raised.line if raised else None)
+        if base is None
+        else diff_block(diff_hunks(sources[base], source)),
         "outputs": [o.text for o in run.outputs],
         "raised": raised,
         "anomaly": run.anomaly,
@@ -82,7 +113,7 @@ def scenario_view(scenario, run, message):
 
 
 def charts(snapshot):
-    """Draw the graph-depth and saved-memory pictures from the snapshot's numbers."""
+    """Draw the graph-depth picture and read the saved-memory figures from the snapshot."""
     detached = [row[2] for row in f.printed(snapshot, "c2_detach", "graph depth at step")]
     retained = [row[2] for row in f.printed(snapshot, "c2_retain_graph", "graph depth at step")]
     depth = svg.line_chart(
@@ -94,16 +125,8 @@ def charts(snapshot):
     )
     rows = f.pairs(snapshot, "memory", "retain_graph")
     alive = {r["retain_graph"]: r["bytes"] / 2**20 for r in rows if "alive after backward" in r}
-    memory = svg.bar_chart(
-        "chart-memory",
-        "Saved tensors alive after backward",
-        [("retain_graph=False", "flat", alive[False]), ("retain_graph=True", "grow", alive[True])],
-        "MiB",
-    )
     return {
         "depth": depth,
-        "memory": memory,
-        "depth_rows": list(zip(range(1, len(detached) + 1), detached, retained, strict=False)),
         "memory_rows": alive,
     }
 
@@ -135,15 +158,11 @@ def csp_hash(text):
 
 
 FAQ = (
-    ("Why does calling backward twice raise this error?", ("second_backward_raises",)),
     (
         "Why does my RNN training loop raise it on the second step?",
         ("carried_raises_on_step_2", "detached_rnn_runs"),
     ),
     ("How do I train with two losses on one forward pass?", ("summed_equals_retained",)),
-    ("How do I fix it in a GAN?", ("gan_generator_raises", "gan_detach_isolates_g")),
-    ("Is retain_graph=True the fix?", ("inplace_follows_retain",)),
-    ("Does a second backward always raise this error?", ("nosave_doubles_silently",)),
 )
 """FAQ questions and the checked sentences that answer them; each must stand alone."""
 
@@ -176,36 +195,43 @@ def faq(snapshot, sentences):
 
 
 FIXES = (
-    ("c1_backward_twice", "c1_fixed", "Same loss twice: keep one call.", "cause-1"),
-    ("c2_no_detach", "c2_rnn_detach", "State carried into the next step: detach it.", "cause-2"),
+    (
+        "c1_backward_twice",
+        "c1_fixed",
+        "The same loss twice: keep one <code>loss.backward()</code> per step.",
+        "cause-1",
+    ),
+    (
+        "c2_no_detach",
+        "c2_rnn_detach",
+        "A hidden state carried into the next step: detach it at the end of each step.",
+        "cause-2",
+    ),
     (
         "c3_two_backwards",
         "c3_summed",
-        "Two losses, one forward pass: sum them.",
+        "Two losses on one forward pass: add them, then one <code>backward()</code>.",
         "cause-3",
     ),
-    ("c4_gan_no_detach", "c4_gan_detach", "A GAN: give D the detached fake batch.", "cause-4"),
+    (
+        "c4_gan_no_detach",
+        "c4_gan_detach",
+        "A GAN: the discriminator's loss takes <code>fake.detach()</code>.",
+        "cause-4",
+    ),
+    (
+        "grad_penalty",
+        "grad_penalty_fixed",
+        "A gradient penalty: <code>create_graph=True</code> in <code>autograd.grad</code>.",
+        "grad",
+    ),
 )
 """The short answer's fixes: (raising scenario, fixed scenario, lead, section that explains)."""
 
 
-def fix_lines(broken, fixed):
-    """The lines that turn one source into the other, prints left out, as ('-'|'+', line)."""
-    old, new = broken.splitlines(), fixed.splitlines()
-    lines = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new).get_opcodes():
-        if tag != "equal":
-            lines += [("-", line.strip()) for line in old[i1:i2] if "print(" not in line]
-            lines += [("+", line.strip()) for line in new[j1:j2] if "print(" not in line]
-    return lines
-
-
-def fix_code(lines):
-    """Show a fix's lines as a small diff: removed lines in <del>, added in <ins>."""
-    tags = {"-": "del", "+": "ins"}
-    return Markup("\n").join(
-        Markup("<{0}>{1} {2}</{0}>").format(tags[kind], kind, line) for kind, line in lines
-    )
+def is_print(line):
+    """Whether a source line only prints (left out of the short answer's fixes)."""
+    return line.strip().startswith("print(")
 
 
 def fixes(path, snapshot, scenarios):
@@ -220,8 +246,10 @@ def fixes(path, snapshot, scenarios):
                 f"{lead} (shown as the change from {broken} to {fixed})",
                 "rewrite FIXES in backtwice/render.py",
             )
-        lines = fix_lines(scenarios[broken].source, scenarios[fixed].source)
-        shown.append({"lead": lead, "section": section, "code": fix_code(lines)})
+        lines = diff_hunks(scenarios[broken].source, scenarios[fixed].source, skip=is_print)
+        shown.append(
+            {"lead": Markup(lead), "section": section, "code": diff_block(lines, numbers=False)}
+        )
     return shown
 
 
@@ -255,6 +283,87 @@ def page_stats(html):
     return PageStats(len(words), flat.count(" ".join(message.split())) if message else 0)
 
 
+OLDER = (
+    (
+        "0.1",
+        "Trying to backward through the graph second time, but the buffers have already been "
+        "freed. Please specify retain_variables=True when calling backward for the first time.",
+        "https://github.com/pytorch/pytorch/issues/1288",
+        "pytorch#1288",
+    ),
+    (
+        "0.2 to 1.5",
+        "Trying to backward through the graph a second time, but the buffers have already been "
+        "freed. Specify retain_graph=True when calling backward the first time.",
+        "https://github.com/pytorch/pytorch/issues/30297",
+        "pytorch#30297",
+    ),
+    (
+        "1.6 to 1.7",
+        "Trying to backward through the graph a second time, but the saved intermediate results "
+        "have already been freed. Specify retain_graph=True when calling backward the first time.",
+        "https://github.com/JonathonLuiten/instant-nerf-pytorch/issues/2",
+        "instant-nerf-pytorch#2 (torch 1.7.1)",
+    ),
+    (
+        "1.9",
+        "Trying to backward through the graph a second time (or directly access saved variables "
+        "after they have already been freed).",
+        "https://github.com/cvxgrp/osmm/issues/2",
+        "osmm#2",
+    ),
+)
+"""Older wordings, sourced, not captured: each as a public report quotes it, with its link."""
+
+VERDICT_WORDS = {"raises": "this error", "inplace": "an in-place error", "costs": "run at a cost"}
+
+
+def _count(items):
+    return {item: items.count(item) for item in dict.fromkeys(items)}
+
+
+def reference(path, snapshots, views, message, loop_rows):
+    """The one-sentence summaries of the reference tables, each counted from the snapshots."""
+    env = snapshots[-1][1].environment
+    outcomes = _count(
+        [
+            "run" if not v["raised"] else "this" if v["raised"].message == message else "other"
+            for v in views.values()
+        ]
+    )
+    kinds = _count([row["verdict"].kind for row in loop_rows])
+    loops = [f"{n} {VERDICT_WORDS.get(kind, 'run')}" for kind, n in kinds.items()]
+    for other_path, snapshot in snapshots:
+        said = f.run(snapshot, claims.MAIN).raised
+        if said is None or said.message != message:
+            raise ClaimError(
+                other_path,
+                "section 'older': the check 'same_wording'",
+                f"torch {snapshot.environment.torch} raised other text",
+                "since 1.10 it reads as captured here",
+            )
+    torches = versions.join([s.environment.torch for _, s in snapshots])
+    return {
+        "outcomes": f"Every outcome: of the {len(views)} scenarios, {outcomes.get('this', 0)} "
+        f"raise this error, {outcomes.get('other', 0)} another error and {outcomes.get('run', 0)} run.",
+        "loops": f"The checker's {len(loop_rows)} loops, with answers and fix: "
+        + ", ".join(loops)
+        + ".",
+        "older": Markup(
+            "Older wordings, quoted in public reports: {} from torch 0.1 to 1.9; "
+            "since 1.10 it reads as captured here on torch {}."
+        ).format(len(OLDER), torches),
+        "provenance": f"Provenance: captured {env.captured} with torch {env.torch}, "
+        f"Python {env.python}, on {env.platform}.",
+    }
+
+
+def answer_words(key):
+    """A loop's answers in the checker's own words, e.g. 'On a later step · One backward() · …'."""
+    labels = {(q[0], value): label for q in checker.QUESTIONS for value, label in q[3]}
+    return " · ".join(labels[(n, v)] for n, v in zip(checker.NAMES, key.split("-"), strict=True))
+
+
 def render_page(snapshots, repro):
     """Render the page from (path, Snapshot) pairs, newest torch last; return the HTML.
 
@@ -271,11 +380,15 @@ def render_page(snapshots, repro):
     except f.Missing as exc:
         raise InputError(path, f"{exc}; run `python build.py` to capture it again") from None
     message = f.run(snapshot, claims.MAIN).raised
-    views = {s.id: scenario_view(s, snapshot.scenarios[s.id], message.message) for s in scenarios}
+    sources = {s.id: s.source for s in scenarios}
+    views = {
+        s.id: scenario_view(s, snapshot.scenarios[s.id], message.message, sources)
+        for s in scenarios
+    }
     fix_views = fixes(path, snapshot, {s.id: s for s in scenarios})
     data, loop_rows = checker.build(snapshot.loops) if snapshot.loops else ({}, [])
-    code_html = "".join(view["code"] for view in views.values())
-    css = minify_css((STATIC / "style.css").read_text(encoding="utf-8") + pygments_css(code_html))
+    loop_rows = [{**row, "answers": answer_words(row["key"])} for row in loop_rows]
+    css = minify_css((STATIC / "style.css").read_text(encoding="utf-8"))
     js = minify_js("\n".join((STATIC / name).read_text(encoding="utf-8") for name in SCRIPTS))
     env = Environment(
         loader=FileSystemLoader(TEMPLATES),
@@ -299,6 +412,8 @@ def render_page(snapshots, repro):
         loop_rows=loop_rows,
         faq_json=json_script(faq(snapshot, sentences)),
         matrix=versions.matrix(snapshots),
+        ref=reference(path, snapshots, views, message.message, loop_rows),
+        older=OLDER,
         diagnoser=diagnosis.view(snapshots, repro),
         css=Markup(css),
         js=Markup(js),

@@ -51,32 +51,6 @@ def line_chart(ident, title, series, x_label, y_label):
     return _svg(ident, title, f"{y_label} per {x_label.lower()}. {description}.", parts)
 
 
-def bar_chart(ident, title, bars, unit):
-    """Draw labelled horizontal bars of (label, css class, value)."""
-    top = max(value for _, _, value in bars) or 1
-    row = BAR_ROW
-    height = 12 + row * len(bars) + 12
-    span = WIDTH - 150 - RIGHT
-    parts = []
-    for i, (label, css, value) in enumerate(bars):
-        y = 12 + i * row
-        width = span * value / top
-        parts.append(f'<text class="label" x="0" y="{y + row / 2 + 4:.1f}">{escape(label)}</text>')
-        parts.append(
-            f'<rect class="bar {css}" x="150" y="{y + 6:.1f}" width="{max(width, 1):.1f}" height="{row - 12:.1f}"/>'
-        )
-        inside = width > span - 60
-        x = 150 + width - 4 if inside else 150 + max(width, 1) + 4
-        anchor = "end" if inside else "start"
-        css_text = "tick inside" if inside else "tick"
-        parts.append(
-            f'<text class="{css_text}" x="{x:.1f}" y="{y + row / 2 + 4:.1f}" text-anchor="{anchor}">'
-            f"{value:g} {escape(unit)}</text>"
-        )
-    description = "; ".join(f"{label}: {value:g} {unit}" for label, _, value in bars)
-    return _svg(ident, title, description + ".", parts, height)
-
-
 def _svg(ident, title, description, parts, height=HEIGHT):
     body = "".join(parts)
     return Markup(

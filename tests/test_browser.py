@@ -248,7 +248,7 @@ def test_readable_without_javascript(browser, built_page, snapshot_data):
     expect(page.locator("#result .needs-js")).to_contain_text("The checker needs JavaScript")
     message = snapshot_data["scenarios"]["c1_backward_twice"]["raised"]["message"]
     expect(page.locator("blockquote.message")).to_have_text(message)
-    expect(page.locator("#loops + .table-wrap tbody tr")).to_have_count(len(KEYS))
+    expect(page.locator("#loops .table-wrap tbody tr")).to_have_count(len(KEYS))
     context.close()
 
 
@@ -277,7 +277,7 @@ def test_markup_in_captured_text_stays_text(page: Page, doctor):
 
     def inject(data):
         for run in list(data["scenarios"].values()) + list(data["loops"].values()):
-            if run["raised"] and run is not data["scenarios"]["inplace_after_retain"]:
+            if run["raised"] and "inplace operation" not in run["raised"]["message"]:
                 run["raised"]["message"] = evil
         data["scenarios"]["c1_retain_then_backward"]["outputs"][0]["text"] = evil
 
@@ -298,7 +298,7 @@ def test_doctored_figures_are_shown(page: Page, doctor):
         env = data["environment"]
         env["torch"], env["python"], env["captured"] = "9.9.9", "3.99.1", "2031-02-03"
         for run in list(data["scenarios"].values()) + list(data["loops"].values()):
-            if run["raised"] and run is not data["scenarios"]["inplace_after_retain"]:
+            if run["raised"] and "inplace operation" not in run["raised"]["message"]:
                 run["raised"]["message"] = "Doctored message."
         grads = data["scenarios"]["c1_retain_then_backward"]["outputs"]
         grads[0]["values"][1]["tensor"] = [5.0, 6.0, 7.0]
@@ -318,15 +318,14 @@ def test_doctored_figures_are_shown(page: Page, doctor):
     path = doctor(change)
     page.goto(path.as_uri() + "#" + fragment("first-shared-nothing-retain"))
     expect(page.locator("blockquote.message")).to_have_text("Doctored message.")
-    expect(page.locator("#provenance")).to_contain_text(
-        "Captured on 2031-02-03 with torch 9.9.9, Python 3.99.1"
+    expect(page.locator("#provenance summary")).to_contain_text(
+        "captured 2031-02-03 with torch 9.9.9, Python 3.99.1"
     )
     expect(page.locator("#cause-1")).to_contain_text("goes from [5, 6, 7] to [10, 12, 14]")
-    expect(page.locator("#cause-2")).to_contain_text("grows by one node per step (10, 11, 12, 13)")
+    expect(page.locator("#cause-2")).to_contain_text("grows by one a step (10, 11, 12, 13)")
     expect(page.locator("#chart-depth-desc")).to_contain_text("10, 11, 12, 13")
     expect(page.locator("#retain")).to_contain_text("all 3 (3 MiB) stay alive")
-    expect(page.locator("#chart-memory-desc")).to_contain_text("retain_graph=True: 3 MiB")
-    expect(page.locator("#anomaly")).to_contain_text("it names doctored = line()")
+    expect(page.locator("#anomaly")).to_contain_text("called twice, doctored = line(), not")
     expect(page.locator("#result h3")).to_have_text(
         re.compile("keeps 7 saved tensors alive after each step, where the fixed loop keeps 0")
     )
