@@ -375,7 +375,7 @@ CLAIMS = (
     Claim(
         "two_triggers",
         "error",
-        "It has two triggers: a second backward through part of a graph, and reading a saved tensor after backward freed it. Which call raised, and what it shares with the call before, tells the causes apart.",
+        "Two things trigger it: a second backward through part of a graph, and reading a saved tensor after backward freed it. Which call raised, and what it shares with the one before, tells the causes apart.",
         two_triggers,
     ),
     Claim(
@@ -429,13 +429,13 @@ CLAIMS = (
     Claim(
         "detached_depth_constant",
         "cause-2",
-        "Graph depth (nodes on the longest path from <code>loss.grad_fn</code> to a leaf) stays {depth} on all {steps} steps when detached.",
+        "Detached, the graph depth (nodes on the longest path from <code>loss.grad_fn</code> to a leaf) stays {depth} for {steps} steps.",
         detached_depth_constant,
     ),
     Claim(
         "retained_depth_grows_by_one",
         "cause-2",
-        "With <code>retain_graph=True</code> instead it grows by one a step ({depths}): each backward walks the whole history.",
+        "With <code>retain_graph=True</code> it grows by one a step ({depths}): each backward walks the whole history.",
         retained_depth_grows_by_one,
     ),
     Claim(
@@ -537,13 +537,13 @@ CLAIMS = (
     Claim(
         "inplace_follows_retain",
         "inplace",
-        "This RNN loop with <code>retain_graph=True</code> fails on step {step} with <q>{head}</q>: <code>opt.step()</code> changed a weight the kept graph saved, and the next backward walked it again.",
+        "This RNN loop with <code>retain_graph=True</code> fails on step {step} with <q>{head}</q>: <code>opt.step()</code> changed a weight the kept graph saved, then the next backward walked it again.",
         inplace_follows_retain,
     ),
     Claim(
         "lede",
         "answer",
-        "Something needed tensors an earlier backward had freed: a second <code>backward()</code> through the same graph, a step reaching into the previous step's graph, or code reading a saved tensor after backward.",
+        "Something needed tensors an earlier backward freed: a second <code>backward()</code> through the same graph, a step reaching into the last step's graph, or code reading a saved tensor after backward.",
         lede,
     ),
     Claim(

@@ -12,9 +12,9 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
 
-from . import agreement, checker, claims, diagnosis, manifest, svg, versions
+from . import agreement, checker, claims, diagnosis, manifest, versions
 from . import facts as f
-from .errors import ClaimError, InputError
+from .errors import ClaimError
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = ROOT / "templates"
@@ -112,30 +112,13 @@ def scenario_view(scenario, run, message, sources):
     }
 
 
-def charts(snapshot):
-    """Draw the graph-depth picture and read the saved-memory figures from the snapshot."""
-    detached = [row[2] for row in f.printed(snapshot, "c2_detach", "graph depth at step")]
-    retained = [row[2] for row in f.printed(snapshot, "c2_retain_graph", "graph depth at step")]
-    depth = svg.line_chart(
-        "chart-depth",
-        "Graph depth per step",
-        [("retain_graph=True, no detach", "grow", retained), ("detached", "flat", detached)],
-        "Step",
-        "Graph depth",
-    )
-    rows = f.pairs(snapshot, "memory", "retain_graph")
-    alive = {r["retain_graph"]: r["bytes"] / 2**20 for r in rows if "alive after backward" in r}
-    return {
-        "depth": depth,
-        "memory_rows": alive,
-    }
-
-
 def minify_css(css):
     """Drop comments and the whitespace CSS does not need, to keep the page small."""
     css = re.sub(r"/\*.*?\*/", "", css, flags=re.S)
     css = re.sub(r"\s+", " ", css)
-    return re.sub(r"\s*([{};,>])\s*", r"\1", css).replace(";}", "}").strip()
+    css = re.sub(r"\s*([{};,>])\s*", r"\1", css)
+    # After a colon only: a space before one can be a descendant combinator ("a :hover").
+    return re.sub(r":\s+", ":", css).replace(";}", "}").strip()
 
 
 def minify_js(js):
@@ -157,16 +140,6 @@ def csp_hash(text):
     )
 
 
-FAQ = (
-    (
-        "Why does my RNN training loop raise it on the second step?",
-        ("carried_raises_on_step_2", "detached_rnn_runs"),
-    ),
-    ("How do I train with two losses on one forward pass?", ("summed_equals_retained",)),
-)
-"""FAQ questions and the checked sentences that answer them; each must stand alone."""
-
-
 def faq(snapshot, sentences):
     """schema.org FAQPage data from the captured message and the checked sentences."""
     raised = f.run(snapshot, claims.MAIN).raised
@@ -182,7 +155,6 @@ def faq(snapshot, sentences):
             "pass needs a tensor that an earlier backward pass already freed; in full it reads: "
             f"{raised.message} " + plain("two_triggers"),
         ),
-        *((q, " ".join(plain(c) for c in ids)) for q, ids in FAQ),
     ]
     return {
         "@context": "https://schema.org",
@@ -344,8 +316,9 @@ def reference(path, snapshots, views, message, loop_rows):
             )
     torches = versions.join([s.environment.torch for _, s in snapshots])
     return {
-        "outcomes": f"Every outcome: of the {len(views)} scenarios, {outcomes.get('this', 0)} "
-        f"raise this error, {outcomes.get('other', 0)} another error and {outcomes.get('run', 0)} run.",
+        "outcomes": f"Every outcome on torch {torches}: of the {len(views)} scenarios, "
+        f"{outcomes.get('this', 0)} raise this error, {outcomes.get('other', 0)} another error "
+        f"(other) and {outcomes.get('run', 0)} run.",
         "loops": f"The checker's {len(loop_rows)} loops, with answers and fix: "
         + ", ".join(loops)
         + ".",
@@ -356,6 +329,28 @@ def reference(path, snapshots, views, message, loop_rows):
         "provenance": f"Provenance: captured {env.captured} with torch {env.torch}, "
         f"Python {env.python}, on {env.platform}.",
     }
+
+
+def outcome_table(snapshots, message):
+    """Each scenario's outcome on each torch version: 'raises' (this error), 'other' (another
+    error) or 'runs', with '*' where the text differs from the newest version's."""
+    newest = snapshots[-1][1]
+    rows = []
+    for ident, latest in newest.scenarios.items():
+        cells = []
+        for _, snapshot in snapshots:
+            run = snapshot.scenarios.get(ident)
+            if run is None:
+                cells.append("absent")
+            elif run.raised is None:
+                cells.append("runs")
+            else:
+                kind = latest.raised or run.raised
+                word = "raises" if kind.message == message else "other"
+                differs = latest.raised is not None and latest.raised.message != run.raised.message
+                cells.append(word + ("*" if differs else ""))
+        rows.append({"id": ident, "cells": cells})
+    return {"versions": [s.environment.torch for _, s in snapshots], "rows": rows}
 
 
 def answer_words(key):
@@ -375,10 +370,6 @@ def render_page(snapshots, repro):
     scenarios = repro.scenarios
     path, snapshot = snapshots[-1]
     sentences = claims.evaluate(snapshot, path)
-    try:
-        pictures = charts(snapshot)
-    except f.Missing as exc:
-        raise InputError(path, f"{exc}; run `python build.py` to capture it again") from None
     message = f.run(snapshot, claims.MAIN).raised
     sources = {s.id: s.source for s in scenarios}
     views = {
@@ -404,7 +395,6 @@ def render_page(snapshots, repro):
         claims=sentences,
         message=message,
         fixes=fix_views,
-        charts=pictures,
         checker=data,
         checker_json=json_script(data),
         questions=checker.QUESTIONS,
@@ -414,6 +404,7 @@ def render_page(snapshots, repro):
         matrix=versions.matrix(snapshots),
         ref=reference(path, snapshots, views, message.message, loop_rows),
         older=OLDER,
+        outcome_table=outcome_table(snapshots, message.message),
         diagnoser=diagnosis.view(snapshots, repro),
         css=Markup(css),
         js=Markup(js),

@@ -12,12 +12,21 @@ def word_ops(old, new):
         yield ("equal" if op == "equal" else "change"), " ".join(a[i1:i2]), " ".join(b[j1:j2])
 
 
-def word_diff(old, new):
-    """Mark the words that differ between two texts with <del> and <ins>."""
+def word_diff(old, new, context=3):
+    """Mark the words that differ between two texts with <del> and <ins>.
+
+    Runs of equal words longer than twice `context` keep `context` words at each end around "…".
+    """
+    ops = list(word_ops(old, new))
     parts = []
-    for op, removed, added in word_ops(old, new):
+    for i, (op, removed, added) in enumerate(ops):
         if op == "equal":
-            parts.append(escape(removed))
+            words = removed.split(" ")
+            head = words[:context] if i > 0 else []
+            tail = words[-context:] if i < len(ops) - 1 else []
+            if len(words) > len(head) + len(tail) + 1:
+                words = head + ["…"] + tail
+            parts.append(escape(" ".join(words)))
             continue
         if removed:
             parts.append(Markup("<del>{}</del>").format(removed))

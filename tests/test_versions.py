@@ -14,6 +14,7 @@ import pytest
 from backtwice import drift, recapture, versions
 from backtwice import snapshot as snap
 from backtwice.errors import EXIT_CAPTURE, EXIT_INPUT, EXIT_USAGE, InputError, InstallError
+from backtwice.manifest import load_manifest
 from backtwice.render import render_page
 
 from .conftest import REPRO, ROOT, SNAPSHOTS, build_from
@@ -83,19 +84,19 @@ def test_unchanged_captures_report_no_drift(snapshot_data):
 
 def test_matrix_shows_each_version_and_the_changed_text(two_versions):
     html = render_page(snap.load_dir(two_versions), REPRO)
-    section = re.search(r'<details id="versions">.*?</details>', html, re.S).group(0)
+    section = re.search(r'<details id="outcomes">.*?</details>', html, re.S).group(0)
     matrix = re.search(r'<table class="matrix">.*?</table>', section, re.S).group(0)
     newest = snap.load_dir(two_versions)[-1][1].environment.torch
     assert re.findall(r'<th scope="col">([\d.]+)</th>', matrix) == ["2.9.1", newest]
-    # Only the scenario whose text changed has a row; the summary says the rest agree.
-    rows = re.findall(r'<tr><th scope="row"><a href="#s-(\w+)">', matrix)
-    assert rows == ["grad_twice"]
-    assert "<td>raises*</td><td>raises</td>" in matrix
+    rows = dict(re.findall(r'<tr id="row-(\w+)"><th scope="row">.*?</th>(.*?)</tr>', matrix))
+    assert sorted(rows) == sorted(s.id for s in load_manifest(REPRO))
+    changed = [name for name, cells in rows.items() if "*" in cells]
+    assert changed == ["grad_twice"]
+    assert rows["grad_twice"] == "<td>raises*</td><td>raises</td>"
+    assert rows["c2_detach"] == "<td>runs</td><td>runs</td>"
+    assert rows["inplace_after_retain"] == "<td>other</td><td>other</td>"
     (change,) = re.findall(r'<p class="change">(.*?)</p>', section, re.S)
-    assert (
-        f"torch 2.9.1 → {newest}; struck: the words of 2.9.1, underlined: those of {newest}."
-        in change
-    )
+    assert f"torch 2.9.1 → {newest} (struck: 2.9.1; underlined: {newest}):" in change
     diff = re.search(r'<span class="word-diff">(.*)</span>', change).group(1)
     assert diff.count("<del>") == 1 and diff.count("<ins>") == 2
     # Struck: the old version's word; inserted: the newest's.
@@ -105,7 +106,10 @@ def test_matrix_shows_each_version_and_the_changed_text(two_versions):
 
 def test_one_snapshot_has_no_matrix(tmp_path, snapshot_data):
     html = build_from(snapshot_data, tmp_path)
-    assert 'class="matrix"' not in html and 'id="versions"' not in html
+    assert 'id="versions"' not in html and 'class="change"' not in html
+    assert re.findall(r'<th scope="col">([\d.]+)</th>', html) == [
+        snapshot_data["environment"]["torch"]
+    ]
 
 
 def test_committed_page_covers_every_committed_version(built_html):
@@ -121,7 +125,7 @@ def test_committed_page_covers_every_committed_version(built_html):
 
 def test_page_text_comes_from_the_newest_version(two_versions):
     html = render_page(snap.load_dir(two_versions), REPRO)
-    rest = re.sub(r'<details id="(versions|older)">.*?</details>', "", html, flags=re.S)
+    rest = re.sub(r'<details id="(outcomes|older)">.*?</details>', "", html, flags=re.S)
     assert OLD_WORDING not in rest
 
 
@@ -231,7 +235,7 @@ def test_summary_names_what_held_and_what_changed(two_versions, snapshot_data):
         "numbers of 1 scenario (torch 2.9.1)."
     )
     html = render_page(snapshots, REPRO)
-    assert f'<summary id="versions-summary">{versions.summary(snapshots)}</summary>' in html
+    assert f'<p id="versions">{versions.summary(snapshots)}</p>' in html
 
 
 def test_summary_counts_scenarios_and_loops(tmp_path, snapshot_data):
@@ -262,7 +266,7 @@ def test_committed_summary_agrees_with_the_snapshots(built_html):
         data = s.comparable()
         del data["environment"]
         compared.append(data)
-    sentence = re.search(r'<summary id="versions-summary">(.*?)</summary>', built_html).group(1)
+    sentence = re.search(r'<p id="versions">(.*?)</p>', built_html).group(1)
     all_same = all(data == compared[-1] for data in compared)
     assert ("older versions differ in" in sentence) == (not all_same)
 
