@@ -331,12 +331,13 @@ def reference(path, snapshots, views, message, loop_rows):
     }
 
 
-def outcome_table(snapshots, message):
+def outcome_table(snapshots, message, order):
     """Each scenario's outcome on each torch version: 'raises' (this error), 'other' (another
     error) or 'runs', with '*' where the text differs from the newest version's."""
     newest = snapshots[-1][1]
     rows = []
-    for ident, latest in newest.scenarios.items():
+    for ident in order:
+        latest = newest.scenarios[ident]
         cells = []
         for _, snapshot in snapshots:
             run = snapshot.scenarios.get(ident)
@@ -404,7 +405,7 @@ def render_page(snapshots, repro):
         matrix=versions.matrix(snapshots),
         ref=reference(path, snapshots, views, message.message, loop_rows),
         older=OLDER,
-        outcome_table=outcome_table(snapshots, message.message),
+        outcome_table=outcome_table(snapshots, message.message, list(views)),
         diagnoser=diagnosis.view(snapshots, repro),
         css=Markup(css),
         js=Markup(js),
