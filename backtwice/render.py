@@ -152,7 +152,8 @@ def faq(snapshot, sentences):
         (
             "What does 'Trying to backward through the graph a second time' mean?",
             f"It is the {raised.type} torch {snapshot.environment.torch} raises when a backward "
-            "pass needs a tensor that an earlier backward pass already freed; in full it reads: "
+            "pass, or code reading a saved tensor, needs a tensor that an earlier backward pass "
+            "already freed; in full it reads: "
             f"{raised.message} " + plain("two_triggers"),
         ),
     ]

@@ -13,7 +13,14 @@ import pytest
 
 from backtwice import drift, recapture, versions
 from backtwice import snapshot as snap
-from backtwice.errors import EXIT_CAPTURE, EXIT_INPUT, EXIT_USAGE, InputError, InstallError
+from backtwice.errors import (
+    EXIT_CAPTURE,
+    EXIT_INPUT,
+    EXIT_USAGE,
+    ClaimError,
+    InputError,
+    InstallError,
+)
 from backtwice.manifest import load_manifest
 from backtwice.render import render_page
 
@@ -102,6 +109,18 @@ def test_matrix_shows_each_version_and_the_changed_text(two_versions):
     # Struck: the old version's word; inserted: the newest's.
     assert "access saved <del>variables</del> <ins>tensors</ins> after they have" in diff
     assert "already been freed). <ins>Saved intermediate values" in diff
+
+
+def test_older_wordings_say_today_s_text_only_if_every_version_raised_it(tmp_path, snapshot_data):
+    old = copy.deepcopy(snapshot_data)
+    old["environment"]["torch"] = "2.9.1"
+    old["scenarios"]["c1_backward_twice"]["raised"]["message"] = OLD_WORDING
+    folder = tmp_path / "snapshots"
+    folder.mkdir()
+    for data in (old, snapshot_data):
+        (folder / snap.file_name(data["environment"]["torch"])).write_text(json.dumps(data))
+    with pytest.raises(ClaimError, match=r"the check 'same_wording' failed \(torch 2\.9\.1 raised"):
+        render_page(snap.load_dir(folder), REPRO)
 
 
 def test_one_snapshot_has_no_matrix(tmp_path, snapshot_data):
