@@ -549,7 +549,7 @@ CLAIMS = (
     Claim(
         "retain_depends_on_step",
         "answer",
-        "<code>retain_graph=True</code>, as the message suggests, hides the cause: of the checker's {loops} loops with it, {ran} run at a cost (other gradients, kept memory, a growing graph) and {failed} fail once <code>opt.step()</code> has changed a weight the kept graph saved.",
+        "<code>retain_graph=True</code>, as the message suggests, hides the cause: of the checker's {loops} loops with it, {ran} run at a cost (other gradients, kept memory, a growing graph) and {failed} fail: <code>opt.step()</code> changed a weight the kept graph saved, then a later backward walked it again.",
         retain_depends_on_step,
     ),
 )
