@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from markupsafe import Markup
 
 from . import facts as f
+from .checker import verdict
 from .errors import ClaimError
 
 
@@ -221,6 +222,7 @@ def anomaly_names_first_freed_node(s):
     _raises(s, "c3_summed_twice")
     require(shared is not None and named is not None, "anomaly mode named no node")
     require(named.code != shared.code, "it names the shared line after all")
+    require(named.line > shared.line, "it names a line further from the loss than the shared one")
     return {"code": named.code, "shared": shared.code}
 
 
@@ -307,7 +309,7 @@ def memory_device(s):
     require(device in ("cpu", "cuda"), f"it measured on {device!r}")
     require((device == "cuda") == bool(cuda), "CUDA figures do not match the device")
     if device == "cpu":
-        where = Markup("on the CPU; with no GPU present, the page makes no claim about GPU memory")
+        where = Markup("on the CPU; no GPU figures")
     else:
         kept = {r["retain_graph"]: r["cuda allocated"] for r in cuda}
         where = Markup(
@@ -322,99 +324,164 @@ def inplace_follows_retain(s):
     require("modified by an inplace operation" in raised.message, "it raises another error")
     require("retain_graph=True" in (raised.code or ""), f"it raised at {raised.code!r}")
     steps = f.steps_printed(s, INPLACE)
-    require(steps and steps[-1] > 2, f"it raised on step {steps[-1] if steps else '?'}")
+    require(steps and steps[-1] > 1, f"it raised on step {steps[-1] if steps else '?'}")
     return {"step": steps[-1], "head": raised.message.split(":")[0]}
+
+
+def lede(s):
+    two_triggers(s)
+    second_backward_raises(s)
+    carried_raises_on_step_2(s)
+    message = _raises(s, MAIN).message
+    require(_raises(s, "c2_no_detach").message == message, "carried state raises another message")
+    return {}
+
+
+def _stepped_before_raise(run):
+    """Whether an optimizer step ran between the kept graph's backward and the one that raised:
+    the previous step's, or one between the two calls of the step that raised."""
+    if run.raised_step > 1:
+        return True
+    lines = run.source.splitlines()
+    kept = next(i for i, text in enumerate(lines, 1) if "retain_graph=True" in text)
+    return any(".step()" in text for text in lines[kept : run.raised.line - 1])
+
+
+def retain_depends_on_step(s):
+    kept = {key: run for key, run in s.loops.items() if run.retain == "retain"}
+    kinds = {key: verdict(run).kind for key, run in kept.items()}
+    failed = [key for key, kind in kinds.items() if kind == "inplace"]
+    ran = [key for key, kind in kinds.items() if kind == "costs"]
+    require(failed and ran, f"retain_graph=True loops: {kinds}")
+    require(len(failed) + len(ran) == len(kept), f"retain_graph=True loops: {kinds}")
+    for key in failed:
+        raised = kept[key].raised
+        require("modified by an inplace operation" in raised.message, f"{key} raised another error")
+        require(_stepped_before_raise(kept[key]), f"{key} fails with no opt.step() before it")
+    return {"loops": len(kept), "failed": len(failed), "ran": len(ran)}
+
+
+def scalar_saved(s):
+    raised = _raises(s, "scalar_mul_twice")
+    require(raised.code == "loss.backward()", f"it raised at {raised.code!r}")
+    require(raised.message == _raises(s, MAIN).message, "it raises another message")
+    anomaly = _anomaly_line(s, "scalar_mul_twice")
+    require("* 2.0" in anomaly.code, f"anomaly mode names {anomaly.code!r}")
+    return {"node": anomaly.node}
+
+
+def unassigned_detach_changes_nothing(s):
+    raised = _raises(s, "c2_detach_unassigned")
+    require(raised.message == _raises(s, "c2_no_detach").message, "it raises another message")
+    steps = f.steps_printed(s, "c2_detach_unassigned")
+    before = f.steps_printed(s, "c2_no_detach")
+    require(
+        steps == before, f"it raised on step {steps[-1:]} where the loop without it {before[-1:]}"
+    )
+    return {"step": steps[-1]}
 
 
 CLAIMS = (
     Claim(
         "two_triggers",
         "error",
-        "It has two triggers: a second backward through part of a graph, and reading a saved tensor that backward freed.",
+        "Two things trigger it: a second backward through part of a graph, and reading a saved tensor after backward freed it. Which call raised, and what it shares with the one before, tells the causes apart.",
         two_triggers,
     ),
     Claim(
         "second_backward_raises",
         "cause-1",
-        "Calling <code>loss.backward()</code> twice in one step raises on the second call: the first freed the tensors the graph saved.",
+        "A second <code>loss.backward()</code> in one step raises: the first freed what the graph saved. Often a helper calls it, and its caller too.",
         second_backward_raises,
     ),
     Claim(
         "one_call_trains",
         "cause-1",
-        "Fix: keep one call; then all {steps} steps run and the loss falls from {first} to {last}.",
+        "With one call all {steps} steps run; the loss falls from {first} to {last}.",
         one_call_trains,
     ),
     Claim(
         "retained_grads_add",
         "cause-1",
-        "With <code>retain_graph=True</code> on the first call both run, and the gradients add: <code>x.grad</code> goes from {first} to {second}.",
+        "With <code>retain_graph=True</code> on the first call both run and the gradients add: <code>x.grad</code> goes from {first} to {second}.",
         retained_grads_add,
     ),
     Claim(
         "nosave_doubles_silently",
         "cause-1",
-        "Through operations that save no tensors, such as <code>+</code> and <code>sum</code>, a second backward raises nothing and silently doubles the gradient, from {first} to {second}; this is by design (pytorch/pytorch#13494).",
+        'Through operations that save nothing, such as <code>+</code> and <code>sum</code>, a second backward silently doubles the gradient, {first} to {second}, by design (<a href="https://github.com/pytorch/pytorch/issues/13494" rel="noreferrer">pytorch#13494</a>).',
         nosave_doubles_silently,
+    ),
+    Claim(
+        "scalar_saved",
+        "cause-1",
+        "<code>w * 2.0</code> is different: it saves the 2.0, so the second call raises (anomaly mode: <code>{node}</code>).",
+        scalar_saved,
     ),
     Claim(
         "carried_raises_on_step_2",
         "cause-2",
-        "An RNN loop that carries its hidden state into the next step without detaching it raises on step 2 at <code>{code}</code>: that backward reaches into step 1's freed graph.",
+        "An RNN whose hidden state enters the next step undetached raises on step 2 at <code>{code}</code>: that backward reaches into step 1's freed graph.",
         carried_raises_on_step_2,
     ),
     Claim(
         "detached_rnn_runs",
         "cause-2",
-        "Fix: <code>h = h.detach()</code> at the end of each step; then all {steps} steps run.",
+        "With <code>h = h.detach()</code> at the end of each step all {steps} steps run.",
         detached_rnn_runs,
+    ),
+    Claim(
+        "unassigned_detach_changes_nothing",
+        "cause-2",
+        "<code>h.detach()</code> alone changes nothing: it returns a new tensor, <code>h</code> stays attached, and the loop still raises on step {step}.",
+        unassigned_detach_changes_nothing,
     ),
     Claim(
         "detached_depth_constant",
         "cause-2",
-        "detached, the depth stays at {depth} on all {steps} steps.",
+        "Detached, the graph depth (nodes on the longest path from <code>loss.grad_fn</code> to a leaf) stays {depth} for {steps} steps.",
         detached_depth_constant,
     ),
     Claim(
         "retained_depth_grows_by_one",
         "cause-2",
-        "Retained, it runs, but the depth grows by one node per step ({depths}): each backward walks the whole history.",
+        "With <code>retain_graph=True</code> it grows by one a step ({depths}): each backward walks the whole history.",
         retained_depth_grows_by_one,
     ),
     Claim(
         "second_loss_raises",
         "cause-3",
-        "Two losses on one forward pass (an auxiliary head, a regulariser), each with its own <code>backward()</code>, raise at the second call: the first freed the shared part, {shared}.",
+        "Two losses on one forward pass, each with its own <code>backward()</code>, raise at the second: the first freed the shared part, {shared}.",
         second_loss_raises,
     ),
     Claim(
         "summed_equals_retained",
         "cause-3",
-        "Fix: sum the losses and call <code>backward()</code> once; the shared layer gets the same gradient as with a retained graph and two calls (to four decimals, all {steps} steps), in one walk.",
+        "Summed, one <code>backward()</code> gives the shared layer the same gradient as <code>retain_graph=True</code> and two calls, on all {steps} steps, in one walk.",
         summed_equals_retained,
     ),
     Claim(
         "summed_twice_raises",
         "cause-3",
-        "Calling <code>backward()</code> twice on the summed loss raises again: that is cause 1.",
+        "A second <code>backward()</code> on the sum raises again: cause 1.",
         summed_twice_raises,
     ),
     Claim(
         "gan_generator_raises",
         "cause-4",
-        "If the discriminator D's loss uses the generator G's output without <code>detach()</code>, G's <code>backward()</code> raises: D's backward already went through G; anomaly mode names <code>{node}</code> from <code>{code}</code>.",
+        "If D's loss uses G's output undetached, G's <code>backward()</code> raises: D's backward already went through G (anomaly mode: <code>{node}</code>, <code>{code}</code>).",
         gan_generator_raises,
     ),
     Claim(
         "gan_detach_isolates_g",
         "cause-4",
-        "Fix: give D <code>fake.detach()</code>. All {steps} steps run; the D step leaves <code>G.weight.grad</code> at <code>None</code> and the G step fills it.",
+        "With <code>fake.detach()</code> for D all {steps} steps run; only the G step fills <code>G.weight.grad</code>.",
         gan_detach_isolates_g,
     ),
     Claim(
         "anomaly_from_start_names_line",
         "anomaly",
-        "On from before the loop, it names <code>{node}</code>, created at <code>{code}</code> in the step before the failing one.",
+        "On from the start, it names <code>{node}</code> at <code>{code}</code>, from the step before.",
         anomaly_from_start_names_line,
     ),
     Claim(
@@ -426,49 +493,49 @@ CLAIMS = (
     Claim(
         "anomaly_names_first_freed_node",
         "anomaly",
-        "It names the first node, in backward order, whose saved tensors are gone, which need not be shared: for a summed loss called twice it names <code>{code}</code>, not the shared <code>{shared}</code>.",
+        "It names the first node the failing backward reaches whose saved tensors are gone, often near the loss: for a summed loss called twice, <code>{code}</code>, not the shared <code>{shared}</code>.",
         anomaly_names_first_freed_node,
     ),
     Claim(
         "saved_what_mul_needs",
         "saved",
-        "<code>exp</code> saves its output; <code>x * b</code> saves <code>b</code> but not <code>x</code>, as a product keeps an operand only if the other needs a gradient.",
+        "<code>exp</code> saves its output; <code>x * b</code> saves <code>b</code> only, as a product keeps an operand only if the other needs a gradient.",
         saved_what_mul_needs,
     ),
     Claim(
         "held_tensor_stays",
         "saved",
-        "After <code>backward()</code>, reading <code>y</code> through its node raises this error with no second backward, while the script's own <code>y</code> is intact: backward drops autograd's references, not yours.",
+        "After <code>backward()</code>, reading <code>y</code> through its node raises this error with no second backward; the script's own <code>y</code> is intact.",
         held_tensor_stays,
     ),
     Claim(
         "grad_twice_raises",
         "grad",
-        "<code>torch.autograd.grad</code> frees the graph like <code>backward()</code>: a second call raises, and so does a backward after it, as in this gradient penalty at <code>{code}</code>.",
+        "<code>autograd.grad</code> frees the graph like <code>backward()</code>: a second call raises, as does a backward after it (here <code>{code}</code>).",
         grad_twice_raises,
     ),
     Claim(
         "create_graph_then_backward_runs",
         "grad",
-        "Fix: <code>create_graph=True</code>. <code>retain_graph</code> defaults to <code>create_graph</code>, so the graph is kept and the backward after it runs all {steps} steps.",
+        "<code>create_graph=True</code> keeps the graph (<code>retain_graph</code> defaults to it): all {steps} steps run.",
         create_graph_then_backward_runs,
     ),
     Claim(
         "create_graph_second_derivative",
         "grad",
-        "Higher derivatives work alike: the second derivative is {second}.",
+        "A second derivative: {second}.",
         create_graph_second_derivative,
     ),
     Claim(
         "jacobian_rows_run",
         "retain",
-        "Several outputs' gradients taken one at a time need it on every call but the last: these Jacobian rows are {rows}.",
+        "Gradients of several outputs one at a time need it on every call but the last: Jacobian rows {rows}.",
         jacobian_rows_run,
     ),
     Claim(
         "memory_freed_or_kept",
         "retain",
-        "With <code>retain_graph=False</code> none of the {saved} saved tensors survives <code>backward()</code>, as autograd drops its references and nothing else holds them; with <code>True</code> all {alive} ({mib} MiB) stay alive until the graph goes.",
+        "Without it none of {saved} saved tensors survives <code>backward()</code>; with it all {alive} ({mib} MiB) stay alive.",
         memory_freed_or_kept,
     ),
     Claim(
@@ -480,8 +547,20 @@ CLAIMS = (
     Claim(
         "inplace_follows_retain",
         "inplace",
-        "Adding <code>retain_graph=True</code> to an RNN loop with an optimizer, as the message suggests, gets past step 2 but fails on step {step} with <q>{head}</q>: <code>opt.step()</code> changed the weights in place, and the retained graph needs their old values.",
+        "This RNN loop with <code>retain_graph=True</code> fails on step {step} with <q>{head}</q>: <code>opt.step()</code> changed a weight the kept graph saved, then the next backward walked it again.",
         inplace_follows_retain,
+    ),
+    Claim(
+        "lede",
+        "answer",
+        "Something needed tensors an earlier backward freed: a second <code>backward()</code> through the same graph, a step reaching into the last step's graph, or code reading a saved tensor after backward.",
+        lede,
+    ),
+    Claim(
+        "retain_depends_on_step",
+        "answer",
+        "<code>retain_graph=True</code>, as the message suggests, hides the cause: of the checker's {loops} loops with it, {ran} run at a cost (other gradients, kept memory, a growing graph) and {failed} fail: <code>opt.step()</code> changed a weight the kept graph saved, then a later backward walked it again.",
+        retain_depends_on_step,
     ),
 )
 

@@ -10,70 +10,101 @@ from html import unescape
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
-from markupsafe import Markup
-from pygments import highlight
-from pygments.formatters import HtmlFormatter
-from pygments.lexers import PythonLexer
+from markupsafe import Markup, escape
 
-from . import agreement, checker, claims, diagnosis, manifest, svg, versions
+from . import agreement, checker, claims, diagnosis, manifest, versions
 from . import facts as f
-from .errors import ClaimError, InputError
+from .errors import ClaimError
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = ROOT / "templates"
 STATIC = ROOT / "static"
-SCRIPTS = ("checker.js", "download.js")  # inlined as one script, allowed by its hash
-
-
-# Token classes left uncoloured (names, punctuation, numbers, builtins): their spans are dropped
-# to keep the page small; numbers alone were a quarter of the code blocks' markup.
-PLAIN_TOKENS = re.compile(r'<span class="(?:n|p|o|w|nn|mi|mf|nb)">([^<]*)</span>')
+SCRIPTS = ("checker.js", "download.js", "details.js")  # inlined as one script, allowed by its hash
 
 
 def code_block(source, raised_line):
-    """Highlight Python source, marking the line that raised."""
-    formatter = HtmlFormatter(
-        cssclass="hl", hl_lines=[raised_line] if raised_line else [], wrapcode=True
+    """Show Python source as it ran, marking the line that raised (no colouring: page weight)."""
+    lines = [escape(line) for line in source.splitlines()]
+    if raised_line:
+        lines[raised_line - 1] = Markup('<span class="hll">{}</span>').format(
+            lines[raised_line - 1]
+        )
+    return Markup('<div class="hl"><pre><code>{}\n</code></pre></div>').format(
+        Markup("\n").join(lines)
     )
-    html = highlight(source, PythonLexer(), formatter).replace("<span></span>", "")
-    # The newline goes after the marked line's span, so the next line keeps its indentation.
-    html = html.replace("\n</span>", "</span>\n")
-    return Markup(PLAIN_TOKENS.sub(r"\1", html))
 
 
-def _used_rules(css, html):
-    """Keep the highlighting rules whose token class appears in the page."""
-    used = set(re.findall(r'<span class="([a-z0-9]+)">', html))
-    kept = []
-    for line in css.splitlines():
-        found = re.match(r"\.hl \.([a-z0-9]+) \{", line)
-        if found and found.group(1) in used and found.group(1) != "hll":
-            kept.append(line.split(" /* ")[0])
-    return "\n".join(kept)
+# Scenarios shown as the lines that differ from another scenario's code, which the page shows in
+# full in the section that explains it: each loop's code appears once.
+BASES = {
+    "c1_fixed": "c1_backward_twice",
+    "scalar_mul_twice": "nosave_twice",
+    "c2_rnn_detach": "c2_no_detach",
+    "c2_detach_unassigned": "c2_no_detach",
+    "c2_retain_graph": "c2_detach",
+    "c3_summed": "c3_two_backwards",
+    "c3_retain": "c3_two_backwards",
+    "c3_summed_twice": "c3_two_backwards",
+    "c4_gan_detach": "c4_gan_no_detach",
+    "grad_penalty_fixed": "grad_penalty",
+    "anomaly_from_start": "c2_no_detach",
+    "anomaly_failing_step": "c2_no_detach",
+    "inplace_after_retain": "c2_no_detach",
+}
 
 
-def pygments_css(html):
-    """Highlighting colours for light and dark schemes, only for the tokens the page uses."""
-    light = _used_rules(HtmlFormatter(style="default").get_style_defs(".hl"), html)
-    dark = _used_rules(HtmlFormatter(style="github-dark").get_style_defs(".hl"), html)
-    return f"{light}\n@media (prefers-color-scheme: dark) {{\n{dark}\n}}\n"
+def diff_hunks(old, new, context=1, skip=lambda line: False):
+    """Lines that turn `old` into `new`, with `context` unchanged lines around each change.
+
+    Returns (kind, number in new or None, text) with kind ' ', '-', '+', or '…' between hunks.
+    """
+    a = [line for line in old.splitlines() if not skip(line)]
+    b_numbered = [(n, line) for n, line in enumerate(new.splitlines(), 1) if not skip(line)]
+    b = [line for _, line in b_numbered]
+    lines = []
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    for group in matcher.get_grouped_opcodes(context):
+        if lines:
+            lines.append(("…", None, ""))
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                lines += [(" ", b_numbered[j][0], b[j]) for j in range(j1, j2)]
+                continue
+            lines += [("-", None, a[i]) for i in range(i1, i2)]
+            lines += [("+", b_numbered[j][0], b[j]) for j in range(j1, j2)]
+    return lines
 
 
-def scenario_view(scenario, run, message):
-    """What the page shows for one scenario: code, output, raised line, anomaly.
+def diff_block(lines, numbers=True):
+    """A diff as HTML: removed lines in <del>, added in <ins>, new-file line numbers in front."""
+    tags = {"-": "del", "+": "ins", " ": "span", "…": "span"}
+    width = max((len(str(n)) for _, n, _ in lines if n), default=1)
+    out = []
+    for kind, number, text in lines:
+        gutter = (str(number) if number else "").rjust(width) + " " if numbers else ""
+        out.append(Markup("<{0}>{1}{2} {3}</{0}>").format(tags[kind], gutter, kind, text))
+    return Markup("\n").join(out)
+
+
+def scenario_view(scenario, run, message, sources):
+    """What the page shows for one scenario: code (or its diff from a base), output, anomaly.
 
     The page's own message is shown in full once; a scenario raising it shows its first clause.
     """
     source = scenario.source
     raised = run.raised
     same = raised is not None and raised.message == message
+    base = BASES.get(scenario.id)
     return {
         "same_message": same,
         "short": raised.message.split(" (")[0].rstrip(".") if same else None,
         "id": scenario.id,
         "title": scenario.title,
         "file": f"repro/{scenario.path.name}",
-        "code": code_block(source, raised.line if raised else None),
+        "base": base,
+        "code": code_block(source, raised.line if raised else None)
+        if base is None
+        else diff_block(diff_hunks(sources[base], source)),
         "outputs": [o.text for o in run.outputs],
         "raised": raised,
         "anomaly": run.anomaly,
@@ -81,38 +112,13 @@ def scenario_view(scenario, run, message):
     }
 
 
-def charts(snapshot):
-    """Draw the graph-depth and saved-memory pictures from the snapshot's numbers."""
-    detached = [row[2] for row in f.printed(snapshot, "c2_detach", "graph depth at step")]
-    retained = [row[2] for row in f.printed(snapshot, "c2_retain_graph", "graph depth at step")]
-    depth = svg.line_chart(
-        "chart-depth",
-        "Graph depth per step",
-        [("retain_graph=True, no detach", "grow", retained), ("detached", "flat", detached)],
-        "Step",
-        "Graph depth",
-    )
-    rows = f.pairs(snapshot, "memory", "retain_graph")
-    alive = {r["retain_graph"]: r["bytes"] / 2**20 for r in rows if "alive after backward" in r}
-    memory = svg.bar_chart(
-        "chart-memory",
-        "Saved tensors alive after backward",
-        [("retain_graph=False", "flat", alive[False]), ("retain_graph=True", "grow", alive[True])],
-        "MiB",
-    )
-    return {
-        "depth": depth,
-        "memory": memory,
-        "depth_rows": list(zip(range(1, len(detached) + 1), detached, retained, strict=False)),
-        "memory_rows": alive,
-    }
-
-
 def minify_css(css):
     """Drop comments and the whitespace CSS does not need, to keep the page small."""
     css = re.sub(r"/\*.*?\*/", "", css, flags=re.S)
     css = re.sub(r"\s+", " ", css)
-    return re.sub(r"\s*([{};,>])\s*", r"\1", css).replace(";}", "}").strip()
+    css = re.sub(r"\s*([{};,>])\s*", r"\1", css)
+    # After a colon only: a space before one can be a descendant combinator ("a :hover").
+    return re.sub(r":\s+", ":", css).replace(";}", "}").strip()
 
 
 def minify_js(js):
@@ -134,20 +140,6 @@ def csp_hash(text):
     )
 
 
-FAQ = (
-    ("Why does calling backward twice raise this error?", ("second_backward_raises",)),
-    (
-        "Why does my RNN training loop raise it on the second step?",
-        ("carried_raises_on_step_2", "detached_rnn_runs"),
-    ),
-    ("How do I train with two losses on one forward pass?", ("summed_equals_retained",)),
-    ("How do I fix it in a GAN?", ("gan_generator_raises", "gan_detach_isolates_g")),
-    ("Is retain_graph=True the fix?", ("inplace_follows_retain",)),
-    ("Does a second backward always raise this error?", ("nosave_doubles_silently",)),
-)
-"""FAQ questions and the checked sentences that answer them; each must stand alone."""
-
-
 def faq(snapshot, sentences):
     """schema.org FAQPage data from the captured message and the checked sentences."""
     raised = f.run(snapshot, claims.MAIN).raised
@@ -160,10 +152,10 @@ def faq(snapshot, sentences):
         (
             "What does 'Trying to backward through the graph a second time' mean?",
             f"It is the {raised.type} torch {snapshot.environment.torch} raises when a backward "
-            "pass needs a tensor that an earlier backward pass already freed; in full it reads: "
+            "pass, or code reading a saved tensor, needs a tensor that an earlier backward pass "
+            "already freed; in full it reads: "
             f"{raised.message} " + plain("two_triggers"),
         ),
-        *((q, " ".join(plain(c) for c in ids)) for q, ids in FAQ),
     ]
     return {
         "@context": "https://schema.org",
@@ -176,36 +168,43 @@ def faq(snapshot, sentences):
 
 
 FIXES = (
-    ("c1_backward_twice", "c1_fixed", "Same loss twice: keep one call.", "cause-1"),
-    ("c2_no_detach", "c2_rnn_detach", "State carried into the next step: detach it.", "cause-2"),
+    (
+        "c1_backward_twice",
+        "c1_fixed",
+        "The same loss twice: keep one <code>loss.backward()</code> per step.",
+        "cause-1",
+    ),
+    (
+        "c2_no_detach",
+        "c2_rnn_detach",
+        "A hidden state carried into the next step: detach it at the end of each step.",
+        "cause-2",
+    ),
     (
         "c3_two_backwards",
         "c3_summed",
-        "Two losses, one forward pass: sum them.",
+        "Two losses on one forward pass: add them, then one <code>backward()</code>.",
         "cause-3",
     ),
-    ("c4_gan_no_detach", "c4_gan_detach", "A GAN: give D the detached fake batch.", "cause-4"),
+    (
+        "c4_gan_no_detach",
+        "c4_gan_detach",
+        "A GAN: the discriminator's loss takes <code>fake.detach()</code>.",
+        "cause-4",
+    ),
+    (
+        "grad_penalty",
+        "grad_penalty_fixed",
+        "A gradient penalty: <code>create_graph=True</code> in <code>autograd.grad</code>.",
+        "grad",
+    ),
 )
 """The short answer's fixes: (raising scenario, fixed scenario, lead, section that explains)."""
 
 
-def fix_lines(broken, fixed):
-    """The lines that turn one source into the other, prints left out, as ('-'|'+', line)."""
-    old, new = broken.splitlines(), fixed.splitlines()
-    lines = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new).get_opcodes():
-        if tag != "equal":
-            lines += [("-", line.strip()) for line in old[i1:i2] if "print(" not in line]
-            lines += [("+", line.strip()) for line in new[j1:j2] if "print(" not in line]
-    return lines
-
-
-def fix_code(lines):
-    """Show a fix's lines as a small diff: removed lines in <del>, added in <ins>."""
-    tags = {"-": "del", "+": "ins"}
-    return Markup("\n").join(
-        Markup("<{0}>{1} {2}</{0}>").format(tags[kind], kind, line) for kind, line in lines
-    )
+def is_print(line):
+    """Whether a source line only prints (left out of the short answer's fixes)."""
+    return line.strip().startswith("print(")
 
 
 def fixes(path, snapshot, scenarios):
@@ -220,8 +219,10 @@ def fixes(path, snapshot, scenarios):
                 f"{lead} (shown as the change from {broken} to {fixed})",
                 "rewrite FIXES in backtwice/render.py",
             )
-        lines = fix_lines(scenarios[broken].source, scenarios[fixed].source)
-        shown.append({"lead": lead, "section": section, "code": fix_code(lines)})
+        lines = diff_hunks(scenarios[broken].source, scenarios[fixed].source, skip=is_print)
+        shown.append(
+            {"lead": Markup(lead), "section": section, "code": diff_block(lines, numbers=False)}
+        )
     return shown
 
 
@@ -255,6 +256,112 @@ def page_stats(html):
     return PageStats(len(words), flat.count(" ".join(message.split())) if message else 0)
 
 
+OLDER = (
+    (
+        "0.1",
+        "Trying to backward through the graph second time, but the buffers have already been "
+        "freed. Please specify retain_variables=True when calling backward for the first time.",
+        "https://github.com/pytorch/pytorch/issues/1288",
+        "pytorch#1288",
+    ),
+    (
+        "0.2 to 1.5",
+        "Trying to backward through the graph a second time, but the buffers have already been "
+        "freed. Specify retain_graph=True when calling backward the first time.",
+        "https://github.com/pytorch/pytorch/issues/30297",
+        "pytorch#30297",
+    ),
+    (
+        "1.6 to 1.7",
+        "Trying to backward through the graph a second time, but the saved intermediate results "
+        "have already been freed. Specify retain_graph=True when calling backward the first time.",
+        "https://github.com/JonathonLuiten/instant-nerf-pytorch/issues/2",
+        "instant-nerf-pytorch#2 (torch 1.7.1)",
+    ),
+    (
+        "1.9",
+        "Trying to backward through the graph a second time (or directly access saved variables "
+        "after they have already been freed).",
+        "https://github.com/cvxgrp/osmm/issues/2",
+        "osmm#2",
+    ),
+)
+"""Older wordings, sourced, not captured: each as a public report quotes it, with its link."""
+
+VERDICT_WORDS = {
+    "raises": "raise this error",
+    "inplace": "raise the in-place error",
+    "error": "raise another error",
+    "costs": "run at a cost",
+    "runs": "run",
+    "mixed": "raise or run depending on the variant",
+}
+
+
+def _count(items):
+    return {item: items.count(item) for item in dict.fromkeys(items)}
+
+
+def reference(path, snapshots, views, message, loop_rows):
+    """The one-sentence summaries of the reference tables, each counted from the snapshots."""
+    env = snapshots[-1][1].environment
+    outcomes = _count(
+        [
+            "run" if not v["raised"] else "this" if v["raised"].message == message else "other"
+            for v in views.values()
+        ]
+    )
+    kinds = _count([row["verdict"]["kind"] for row in loop_rows])
+    loops = [f"{n} {VERDICT_WORDS[kind]}" for kind, n in kinds.items()]
+    for other_path, snapshot in snapshots:
+        said = f.run(snapshot, claims.MAIN).raised
+        if said is None or said.message != message:
+            raise ClaimError(
+                other_path,
+                "section 'older': the check 'same_wording'",
+                f"torch {snapshot.environment.torch} raised other text",
+                "since 1.10 it reads as captured here",
+            )
+    torches = versions.join([s.environment.torch for _, s in snapshots])
+    return {
+        "outcomes": f"Every outcome on torch {torches}: of the {len(views)} scenarios, "
+        f"{outcomes.get('this', 0)} raise this error, {outcomes.get('other', 0)} another error "
+        f"(other) and {outcomes.get('run', 0)} run.",
+        "loops": f"The checker's {len(loop_rows)} answer combinations, each with its loop's outcome and fix: "
+        + ", ".join(loops)
+        + ".",
+        "older": Markup(
+            "Older wordings, quoted in public reports: {} from torch 0.1 to 1.9; "
+            "since 1.10 it reads as captured here on torch {}."
+        ).format(len(OLDER), torches),
+        "provenance": f"Provenance: captured {env.captured} with torch {env.torch}, "
+        f"Python {env.python}, on {env.platform}.",
+    }
+
+
+def outcome_table(snapshots, message, order):
+    """Each scenario's outcome on each torch version: 'raises' (this error), 'other' (another
+    error) or 'runs', with '*' where the text differs from the newest version's."""
+    newest = snapshots[-1][1]
+    rows = []
+    for ident in order:
+        latest = newest.scenarios[ident]
+        cells = []
+        for _, snapshot in snapshots:
+            run = snapshot.scenarios.get(ident)
+            if run is None:
+                cells.append("absent")
+            elif run.raised is None:
+                cells.append("runs")
+            else:
+                kind = latest.raised or run.raised
+                word = "raises" if kind.message == message else "other"
+                differs = latest.raised is not None and latest.raised.message != run.raised.message
+                cells.append(word + ("*" if differs else ""))
+        rows.append({"id": ident, "cells": cells})
+    return {"versions": [s.environment.torch for _, s in snapshots], "rows": rows}
+
+
 def render_page(snapshots, repro):
     """Render the page from (path, Snapshot) pairs, newest torch last; return the HTML.
 
@@ -266,16 +373,15 @@ def render_page(snapshots, repro):
     scenarios = repro.scenarios
     path, snapshot = snapshots[-1]
     sentences = claims.evaluate(snapshot, path)
-    try:
-        pictures = charts(snapshot)
-    except f.Missing as exc:
-        raise InputError(path, f"{exc}; run `python build.py` to capture it again") from None
     message = f.run(snapshot, claims.MAIN).raised
-    views = {s.id: scenario_view(s, snapshot.scenarios[s.id], message.message) for s in scenarios}
+    sources = {s.id: s.source for s in scenarios}
+    views = {
+        s.id: scenario_view(s, snapshot.scenarios[s.id], message.message, sources)
+        for s in scenarios
+    }
     fix_views = fixes(path, snapshot, {s.id: s for s in scenarios})
     data, loop_rows = checker.build(snapshot.loops) if snapshot.loops else ({}, [])
-    code_html = "".join(view["code"] for view in views.values())
-    css = minify_css((STATIC / "style.css").read_text(encoding="utf-8") + pygments_css(code_html))
+    css = minify_css((STATIC / "style.css").read_text(encoding="utf-8"))
     js = minify_js("\n".join((STATIC / name).read_text(encoding="utf-8") for name in SCRIPTS))
     env = Environment(
         loader=FileSystemLoader(TEMPLATES),
@@ -291,7 +397,6 @@ def render_page(snapshots, repro):
         claims=sentences,
         message=message,
         fixes=fix_views,
-        charts=pictures,
         checker=data,
         checker_json=json_script(data),
         questions=checker.QUESTIONS,
@@ -299,6 +404,9 @@ def render_page(snapshots, repro):
         loop_rows=loop_rows,
         faq_json=json_script(faq(snapshot, sentences)),
         matrix=versions.matrix(snapshots),
+        ref=reference(path, snapshots, views, message.message, loop_rows),
+        older=OLDER,
+        outcome_table=outcome_table(snapshots, message.message, list(views)),
         diagnoser=diagnosis.view(snapshots, repro),
         css=Markup(css),
         js=Markup(js),

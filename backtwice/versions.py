@@ -12,12 +12,21 @@ def word_ops(old, new):
         yield ("equal" if op == "equal" else "change"), " ".join(a[i1:i2]), " ".join(b[j1:j2])
 
 
-def word_diff(old, new):
-    """Mark the words that differ between two texts with <del> and <ins>."""
+def word_diff(old, new, context=3):
+    """Mark the words that differ between two texts with <del> and <ins>.
+
+    Runs of equal words longer than twice `context` keep `context` words at each end around "…".
+    """
+    ops = list(word_ops(old, new))
     parts = []
-    for op, removed, added in word_ops(old, new):
+    for i, (op, removed, added) in enumerate(ops):
         if op == "equal":
-            parts.append(escape(removed))
+            words = removed.split(" ")
+            head = words[:context] if i > 0 else []
+            tail = words[-context:] if i < len(ops) - 1 else []
+            if len(words) > len(head) + len(tail) + 1:
+                words = head + ["…"] + tail
+            parts.append(escape(" ".join(words)))
             continue
         if removed:
             parts.append(Markup("<del>{}</del>").format(removed))
@@ -50,6 +59,7 @@ def outcome(run):
 def matrix(snapshots):
     """For each scenario and torch version: the outcome and whether the text is the newest's.
 
+    Also each distinct change of message text, with the versions that had the older wording.
     Returns None with fewer than two snapshots.
     """
     if len(snapshots) < 2:
@@ -57,12 +67,13 @@ def matrix(snapshots):
     newest = snapshots[-1][1]
     versions = [s.environment.torch for _, s in snapshots]
     rows = []
+    changes = {}
     for ident in sorted(newest.scenarios):
         latest = newest.scenarios[ident]
         cells = []
         for _, snap in snapshots:
             run = snap.scenarios.get(ident)
-            cell = {"outcome": outcome(run), "same": True, "diff": None}
+            cell = {"outcome": outcome(run), "same": True}
             if (
                 run is not None
                 and run.raised
@@ -70,10 +81,25 @@ def matrix(snapshots):
                 and run.raised.message != latest.raised.message
             ):
                 cell["same"] = False
-                cell["diff"] = word_diff(run.raised.message, latest.raised.message)
+                change = changes.setdefault(
+                    (run.raised.message, latest.raised.message), {"ids": [], "old": []}
+                )
+                if ident not in change["ids"]:
+                    change["ids"].append(ident)
+                change["old"].append(snap.environment.torch)
             cells.append(cell)
-        rows.append({"id": ident, "cells": cells})
-    return {"versions": versions, "rows": rows, "summary": summary(snapshots)}
+        same = all(c["same"] and c["outcome"] == outcome(latest) for c in cells)
+        rows.append({"id": ident, "cells": cells, "same": same})
+    shown = [
+        {
+            "ids": change["ids"],
+            "old": join(sorted(set(change["old"]), key=versions.index)),
+            "new": versions[-1],
+            "diff": word_diff(old, new),
+        }
+        for (old, new), change in changes.items()
+    ]
+    return {"versions": versions, "rows": rows, "changes": shown, "summary": summary(snapshots)}
 
 
 def _figures(run):
@@ -85,14 +111,14 @@ def _figures(run):
 # What is compared across versions, for scenarios and loops alike: a name for the sentence and
 # the part of a run that must be equal.
 ASPECTS = (
-    ("verdict (raises or runs)", outcome),
-    ("exception message", lambda run: run.raised and (run.raised.type, run.raised.message)),
-    ("raising line", lambda run: run.raised and run.raised.line),
+    ("whether it raises", outcome),
+    ("the exception text", lambda run: run.raised and (run.raised.type, run.raised.message)),
+    ("the line that raised", lambda run: run.raised and run.raised.line),
     (
-        "anomaly-mode report",
+        "the node anomaly mode names",
         lambda run: run.anomaly and (run.anomaly.node, run.anomaly.line),
     ),
-    ("printed figures", _figures),
+    ("the printed numbers", _figures),
 )
 
 
@@ -120,10 +146,22 @@ def join(words):
     return words[0] if len(words) == 1 else Markup(", ").join(words[:-1]) + " and " + words[-1]
 
 
+def _plural(count, noun):
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
 def _changed(aspect, items):
-    shown = [Markup("<code>{}</code> (torch {})").format(n, join(v)) for n, v in items[:3]]
-    more = [Markup("{} more").format(len(items) - 3)] if len(items) > 3 else []
-    return Markup("the {} of {}").format(aspect, join(shown + more))
+    scenarios = [n for n, _ in items if not n.startswith("loop ")]
+    loops = [n for n, _ in items if n.startswith("loop ")]
+    whose = [
+        _plural(len(group), noun) for group, noun in ((scenarios, "scenario"), (loops, "loop"))
+    ]
+    old = sorted(
+        {v for _, versions in items for v in versions}, key=lambda v: tuple(map(int, v.split(".")))
+    )
+    return Markup("{} of {} (torch {})").format(
+        aspect, join([w for w in whose if not w.startswith("0 ")]), join(old)
+    )
 
 
 def summary(snapshots):
@@ -133,18 +171,10 @@ def summary(snapshots):
     found = differences(snapshots)
     held = [aspect for aspect, items in found.items() if not items]
     changed = [_changed(aspect, items) for aspect, items in found.items() if items]
-    start = Markup(
-        "On all {} versions captured (torch {}), the {} scenarios and {} checker loops "
-    ).format(len(versions), join(versions), len(newest.scenarios), len(newest.loops))
-    same = (
-        Markup("had the same {}").format(join(held))
-        if held
-        else Markup("had none of the compared parts in common")
+    start = Markup("Across torch {}, all {} scenarios and {} checker loops ").format(
+        join(versions), len(newest.scenarios), len(newest.loops)
     )
+    same = Markup("agree on {}").format(join(held)) if held else Markup("differ in every way")
     if not changed:
-        return start + same + Markup(": nothing changed.")
-    return (
-        start
-        + same
-        + Markup("; what differs from torch {}: {}.").format(versions[-1], join(changed))
-    )
+        return start + same + Markup(".")
+    return start + same + Markup("; older versions differ in {}.").format(join(changed))

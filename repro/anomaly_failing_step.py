@@ -12,9 +12,10 @@ opt = torch.optim.SGD([*rnn.parameters(), *head.parameters()], lr=0.05)
 xs, ys = torch.randn(4, 1, 2), torch.randn(4, 1, 1)
 h = torch.zeros(1, 4)
 for step in range(1, 5):
-    with torch.autograd.set_detect_anomaly(step == 2):  # on for the failing step only
-        opt.zero_grad()
-        h = rnn(xs[step - 1], h)
-        loss = nn.functional.mse_loss(head(h), ys[step - 1])
-        loss.backward()
-        opt.step()
+    print("step", step)
+    torch.autograd.set_detect_anomaly(step == 2)  # on for the failing step only
+    opt.zero_grad()
+    h = rnn(xs[step - 1], h)
+    loss = nn.functional.mse_loss(head(h), ys[step - 1])
+    loss.backward()
+    opt.step()

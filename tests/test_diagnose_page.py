@@ -32,6 +32,13 @@ KNOWN = {
         {MODEL},
     ),
     "c2_no_detach": CARRIED,
+    "c2_detach_unassigned": CARRIED,
+    "scalar_mul_twice": (
+        "same-loss-twice",
+        ("loss.backward()", 2),
+        ("loss.backward()", 1),
+        {"loss = (w * 2.0).sum()"},
+    ),
     "anomaly_from_start": CARRIED,
     "anomaly_failing_step": CARRIED,
     "c3_two_backwards": (
@@ -103,7 +110,18 @@ def test_every_scenario_that_raises_this_error_has_a_known_answer(snapshots):
         assert raising == set(KNOWN), snapshot.environment.torch
 
 
-@pytest.mark.parametrize("ident", sorted(KNOWN))
+# The diagnoser does not yet report the scalar that `w * 2.0` saves (a wrapped number, not a
+# tensor of the reader's); strict, so this fails once diagnose.py learns it.
+GAPS = {"scalar_mul_twice": "diagnose.py reports cause None for the scalar w * 2.0 saves"}
+
+
+@pytest.mark.parametrize(
+    "ident",
+    [
+        pytest.param(i, marks=pytest.mark.xfail(strict=True, reason=GAPS[i])) if i in GAPS else i
+        for i in sorted(KNOWN)
+    ],
+)
 def test_captured_reports_name_the_known_lines_on_every_version(snapshots, repro, ident):
     source = {s.id: s.source for s in repro.scenarios}[ident]
     cause, raises, frees, forward = KNOWN[ident]
@@ -188,7 +206,10 @@ def test_the_versions_sentence_comes_from_the_snapshots(built_html, snapshots):
     versions = [s.environment.torch for _, s in snapshots]
     sentence = str(diagnosis.versions_sentence(snapshots))
     assert html.escape(versions[0]) in sentence and versions[-1] in sentence
-    assert f"for the {len(KNOWN)} that raise this error it named the same cause" in sentence
+    assert (
+        f"for the {len(KNOWN) - len(GAPS)} that raise this error it named the same cause"
+        in sentence
+    )
     assert sentence in built_html
 
 

@@ -13,7 +13,14 @@ import pytest
 
 from backtwice import drift, recapture, versions
 from backtwice import snapshot as snap
-from backtwice.errors import EXIT_CAPTURE, EXIT_INPUT, EXIT_USAGE, InputError, InstallError
+from backtwice.errors import (
+    EXIT_CAPTURE,
+    EXIT_INPUT,
+    EXIT_USAGE,
+    ClaimError,
+    InputError,
+    InstallError,
+)
 from backtwice.manifest import load_manifest
 from backtwice.render import render_page
 
@@ -84,23 +91,44 @@ def test_unchanged_captures_report_no_drift(snapshot_data):
 
 def test_matrix_shows_each_version_and_the_changed_text(two_versions):
     html = render_page(snap.load_dir(two_versions), REPRO)
-    matrix = re.search(r'<table class="matrix">.*?</table>', html, re.S).group(0)
+    section = re.search(r'<details id="outcomes">.*?</details>', html, re.S).group(0)
+    matrix = re.search(r'<table class="matrix">.*?</table>', section, re.S).group(0)
     newest = snap.load_dir(two_versions)[-1][1].environment.torch
-    assert re.findall(r'<th scope="col">torch ([^<]+)</th>', matrix) == ["2.9.1", newest]
-    rows = dict(re.findall(r'<tr><th scope="row">(\w+)</th>(.*?)</tr>', matrix))
-    assert len(rows) == len(load_manifest(REPRO))
-    changed = [name for name, cells in rows.items() if "text differs" in cells]
+    assert re.findall(r'<th scope="col">([\d.]+)</th>', matrix) == ["2.9.1", newest]
+    rows = dict(re.findall(r'<tr id="row-(\w+)"><th scope="row">.*?</th>(.*?)</tr>', matrix))
+    assert sorted(rows) == sorted(s.id for s in load_manifest(REPRO))
+    changed = [name for name, cells in rows.items() if "*" in cells]
     assert changed == ["grad_twice"]
-    cell = re.search(r"<td>raises, text differs: (.*?)</td>", rows["grad_twice"]).group(1)
-    assert cell.count("<del>") == 1 and cell.count("<ins>") == 2
-    assert "access saved <del>variables</del> <ins>tensors</ins> after they have" in cell
-    assert "already been freed). <ins>Saved intermediate values" in cell
+    assert rows["grad_twice"] == "<td>raises*</td><td>raises</td>"
     assert rows["c2_detach"] == "<td>runs</td><td>runs</td>"
+    assert rows["inplace_after_retain"] == "<td>other</td><td>other</td>"
+    (change,) = re.findall(r'<p class="change">(.*?)</p>', section, re.S)
+    assert f"torch 2.9.1 → {newest} (struck: 2.9.1; underlined: {newest}):" in change
+    diff = re.search(r'<span class="word-diff">(.*)</span>', change).group(1)
+    assert diff.count("<del>") == 1 and diff.count("<ins>") == 2
+    # Struck: the old version's word; inserted: the newest's.
+    assert "access saved <del>variables</del> <ins>tensors</ins> after they have" in diff
+    assert "already been freed). <ins>Saved intermediate values" in diff
+
+
+def test_older_wordings_say_today_s_text_only_if_every_version_raised_it(tmp_path, snapshot_data):
+    old = copy.deepcopy(snapshot_data)
+    old["environment"]["torch"] = "2.9.1"
+    old["scenarios"]["c1_backward_twice"]["raised"]["message"] = OLD_WORDING
+    folder = tmp_path / "snapshots"
+    folder.mkdir()
+    for data in (old, snapshot_data):
+        (folder / snap.file_name(data["environment"]["torch"])).write_text(json.dumps(data))
+    with pytest.raises(ClaimError, match=r"the check 'same_wording' failed \(torch 2\.9\.1 raised"):
+        render_page(snap.load_dir(folder), REPRO)
 
 
 def test_one_snapshot_has_no_matrix(tmp_path, snapshot_data):
     html = build_from(snapshot_data, tmp_path)
-    assert 'class="matrix"' not in html and 'id="versions"' not in html
+    assert 'id="versions"' not in html and 'class="change"' not in html
+    assert re.findall(r'<th scope="col">([\d.]+)</th>', html) == [
+        snapshot_data["environment"]["torch"]
+    ]
 
 
 def test_committed_page_covers_every_committed_version(built_html):
@@ -108,7 +136,7 @@ def test_committed_page_covers_every_committed_version(built_html):
     versions = [name.removeprefix("torch-").removesuffix(".json") for name in names]
     versions.sort(key=lambda v: tuple(map(int, v.split("."))))
     matrix = re.search(r'<table class="matrix">.*?</table>', built_html, re.S).group(0)
-    assert re.findall(r'<th scope="col">torch ([^<]+)</th>', matrix) == versions
+    assert re.findall(r'<th scope="col">([\d.]+)</th>', matrix) == versions
     assert re.search(
         r"<title>[^<]*run on torch " + re.escape(versions[-1]) + "</title>", built_html
     )
@@ -116,7 +144,8 @@ def test_committed_page_covers_every_committed_version(built_html):
 
 def test_page_text_comes_from_the_newest_version(two_versions):
     html = render_page(snap.load_dir(two_versions), REPRO)
-    assert OLD_WORDING not in re.sub(r'<table class="matrix">.*?</table>', "", html, flags=re.S)
+    rest = re.sub(r'<details id="(outcomes|older)">.*?</details>', "", html, flags=re.S)
+    assert OLD_WORDING not in rest
 
 
 @pytest.fixture(scope="module")
@@ -219,17 +248,16 @@ def test_summary_names_what_held_and_what_changed(two_versions, snapshot_data):
     newest = snapshots[-1][1].environment.torch
     scenarios, loops = len(snapshot_data["scenarios"]), len(snapshot_data["loops"])
     assert versions.summary(snapshots) == (
-        f"On all 2 versions captured (torch 2.9.1 and {newest}), the {scenarios} scenarios and "
-        f"{loops} checker loops had the same verdict (raises or runs), raising line and "
-        f"anomaly-mode report; what differs from torch {newest}: the exception message of "
-        "<code>grad_twice</code> (torch 2.9.1) and the printed figures of <code>c3_summed</code> "
-        "(torch 2.9.1)."
+        f"Across torch 2.9.1 and {newest}, all {scenarios} scenarios and {loops} checker loops "
+        "agree on whether it raises, the line that raised and the node anomaly mode names; older "
+        "versions differ in the exception text of 1 scenario (torch 2.9.1) and the printed "
+        "numbers of 1 scenario (torch 2.9.1)."
     )
     html = render_page(snapshots, REPRO)
-    assert f'<p id="versions-summary">{versions.summary(snapshots)}</p>' in html
+    assert f'<p id="versions">{versions.summary(snapshots)}</p>' in html
 
 
-def test_summary_lists_three_then_counts(tmp_path, snapshot_data):
+def test_summary_counts_scenarios_and_loops(tmp_path, snapshot_data):
     old = copy.deepcopy(snapshot_data)
     old["environment"]["torch"] = "2.0.1"
     loops = sorted(key for key, run in old["loops"].items() if run["raised"])
@@ -240,14 +268,13 @@ def test_summary_lists_three_then_counts(tmp_path, snapshot_data):
     for data in (old, snapshot_data):
         (folder / snap.file_name(data["environment"]["torch"])).write_text(json.dumps(data))
     sentence = versions.summary(snap.load_dir(folder))
-    shown = ", ".join(f"<code>loop {key}</code> (torch 2.0.1)" for key in loops[:3])
     assert (
-        f"what differs from torch {snapshot_data['environment']['torch']}: the raising line of {shown} and {len(loops) - 3} more."
+        f"older versions differ in the line that raised of {len(loops)} loops (torch 2.0.1)."
         in sentence
     )
     assert (
-        "had the same verdict (raises or runs), exception message, anomaly-mode report and printed figures;"
-        in sentence
+        "agree on whether it raises, the exception text, the node anomaly mode names and the "
+        "printed numbers;" in sentence
     )
 
 
@@ -258,10 +285,9 @@ def test_committed_summary_agrees_with_the_snapshots(built_html):
         data = s.comparable()
         del data["environment"]
         compared.append(data)
-    sentence = re.search(r'<p id="versions-summary">(.*?)</p>', built_html).group(1)
+    sentence = re.search(r'<p id="versions">(.*?)</p>', built_html).group(1)
     all_same = all(data == compared[-1] for data in compared)
-    assert sentence.endswith(": nothing changed.") == all_same
-    assert ("what differs from torch" in sentence) == (not all_same)
+    assert ("older versions differ in" in sentence) == (not all_same)
 
 
 # The recapture command, without installing anything: fake environments whose python answers the
