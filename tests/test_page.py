@@ -75,10 +75,45 @@ def test_reference_summaries_are_counted_from_the_snapshot(built_html, newest):
         f"of the {len(newest.scenarios)} scenarios, {len(this)} raise this error, {other} another "
         f"error (other) and {len(runs)} run."
     )
-    loops = re.search(r'<details id="loops">\n<summary>(.*?)</summary>', built_html).group(1)
-    counts = [int(n) for n in re.findall(r"(\d+) (?:this|an in-place|run)", loops)]
-    assert sum(counts) == len(newest.loops)
-    assert html.unescape(loops).startswith(f"The checker's {len(newest.loops)} loops")
+    loops = html.unescape(
+        re.search(r'<details id="loops">\n<summary>(.*?)</summary>', built_html).group(1)
+    )
+    # Each answer combination's outcome, from its main loop and the variants its answers leave
+    # open (not the non-fixes people try), classified here from the raised text alone.
+    outcomes = {}
+    for key, run in newest.loops.items():
+        combo, _, variant = key.partition("~")
+        if variant and variant not in checker.SHAPES:
+            continue
+        if run.raised is None:
+            kind = "ran"
+        elif run.raised.message.startswith(message.split(" (")[0]):
+            kind = "this"
+        elif "modified by an inplace operation" in run.raised.message:
+            kind = "inplace"
+        else:
+            kind = "error"
+        outcomes.setdefault(combo, set()).add(kind)
+    said = {
+        words: int(n)
+        for n, words in re.findall(
+            r"(\d+) (raise this error|raise the in-place error|raise another error|run at a cost"
+            r"|run|raise or run depending on the variant)[,.]",
+            loops,
+        )
+    }
+    assert loops.startswith(f"The checker's {len(outcomes)} answer combinations")
+    assert sum(said.values()) == len(outcomes)
+    single = [next(iter(k)) for k in outcomes.values() if len(k) == 1]
+    mixed = sum(len(k) > 1 for k in outcomes.values())
+    assert said.get("raise this error", 0) == single.count("this")
+    assert said.get("raise the in-place error", 0) == single.count("inplace")
+    assert said.get("raise another error", 0) == single.count("error")
+    # A combination whose loops all run counts as running at a cost, running, or (when one
+    # variant costs and another does not) mixed; one that raises in some variant is mixed.
+    ran = said.get("run at a cost", 0) + said.get("run", 0)
+    assert said.get("raise or run depending on the variant", 0) >= mixed
+    assert ran + said.get("raise or run depending on the variant", 0) == mixed + single.count("ran")
 
 
 def test_csp_hashes_the_inline_script_and_style(built_html):
