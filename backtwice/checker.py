@@ -24,7 +24,7 @@ QUESTIONS = (
         (
             ("first", "On the first step"),
             ("later", "On a later step"),
-            ("saved", "When reading a saved tensor (grad_fn._saved_*, a graph viewer)"),
+            ("saved", "Reading a saved tensor (grad_fn._saved_*, a graph viewer)"),
             OTHER,
         ),
     ),
@@ -55,7 +55,7 @@ QUESTIONS = (
             ("lstm-both", "An LSTM state (h, c), neither detached"),
             ("before", "A tensor computed before the loop from trained weights"),
             ("frozen", "Frozen-model features computed before the loop"),
-            ("total", "A running total of the loss, with backward() on it"),
+            ("total", "A running loss total, with backward() on it"),
             ("kept", "Outputs kept in a list for the loss (replay)"),
             ("bank", "A memory bank, queue or self.attribute holding outputs"),
             OTHER,
@@ -642,7 +642,6 @@ def build(loops):
         kind = kinds.pop() if len(kinds) == 1 else "mixed"
         results[combo] = {
             "kind": kind,
-            "h": refs(pieces),
             "n": ref(note),
             "b": blocks,
             "t": tried,
@@ -659,5 +658,7 @@ def build(loops):
                 "count": len(keys),
             }
         )
+    # The headline is not in the data: the page's table of loops holds it, and the script reads it
+    # from there, so the text is sent once.
     data = {"strings": strings, "results": results, "names": list(NAMES)}
     return data, rows

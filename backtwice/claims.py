@@ -385,7 +385,7 @@ CLAIMS = (
     Claim(
         "two_triggers",
         "error",
-        "Two things trigger it: a second backward through part of a graph, and reading a saved tensor after backward freed it. Which call raised, and what it shares with the one before, tells the causes apart.",
+        "Two things trigger it: a second backward through part of a graph, and reading a saved tensor after backward freed it.",
         two_triggers,
     ),
     Claim(
@@ -559,7 +559,7 @@ CLAIMS = (
     Claim(
         "retain_depends_on_step",
         "answer",
-        "<code>retain_graph=True</code>, as the message suggests, hides the cause: of the checker's {loops} loops with it, {ran} run at a cost (other gradients, kept memory, a growing graph) and {failed} fail: <code>opt.step()</code> changed a weight the kept graph saved, then a later backward walked it again.",
+        "<code>retain_graph=True</code>, as the message suggests, hides the cause: of the checker's {loops} loops with it, {ran} run at a cost and {failed} fail: a backward walked the kept graph after <code>opt.step()</code> changed a weight it saved.",
         retain_depends_on_step,
     ),
 )

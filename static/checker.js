@@ -111,7 +111,8 @@
   function show(key) {
     var r = data.results[key];
     var box = document.createDocumentFragment();
-    var head = el("h3", null, joined(r.h));
+    // The headline is the one the table of loops shows for this combination.
+    var head = el("h3", null, document.getElementById("loop-" + key).cells[1].textContent);
     head.tabIndex = -1;
     box.appendChild(head);
     if (r.n !== null) box.appendChild(el("p", "note", text(r.n)));
@@ -188,6 +189,14 @@
     if (out.querySelector("h3")) reveal();
   }
 
+
+  // Each row of the table of loops opens its combination in the checker.
+  Object.keys(data.results).forEach(function (key, i) {
+    var cell = document.getElementById("loop-" + key).cells[0];
+    var a = el("a", null, cell.textContent);
+    a.href = "#" + fragmentOf(KEYS[i]);
+    cell.replaceChildren(a);
+  });
 
   form.addEventListener("change", function () {
     render();
