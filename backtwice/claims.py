@@ -547,7 +547,7 @@ CLAIMS = (
     Claim(
         "inplace_follows_retain",
         "inplace",
-        "This RNN loop with <code>retain_graph=True</code> fails on step {step} with <q>{head}</q>: <code>opt.step()</code> changed a weight the kept graph saved, then the next backward walked it again.",
+        "This RNN loop with <code>retain_graph=True</code> fails on step {step} with <q>{head}</q>: the next backward walked the kept graph after <code>opt.step()</code> changed a weight it saved.",
         inplace_follows_retain,
     ),
     Claim(

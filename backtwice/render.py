@@ -327,7 +327,7 @@ def reference(path, snapshots, views, message, loop_rows):
         "outcomes": f"Every outcome on torch {torches}: of the {len(views)} scenarios, "
         f"{outcomes.get('this', 0)} raise this error, {outcomes.get('other', 0)} another error "
         f"(other) and {outcomes.get('run', 0)} run.",
-        "loops": f"The checker's {len(loop_rows)} answer combinations, each with its loop's outcome and fix: "
+        "loops": f"The checker's {len(loop_rows)} answer combinations, with outcomes and fixes: "
         + ", ".join(loops)
         + ".",
         "older": Markup(

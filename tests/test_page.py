@@ -20,10 +20,14 @@ from .conftest import REPRO, SNAPSHOTS
 # Issue 16: one request, at most 30 KB gzipped (python's gzip at level 9), with the diagnoser's
 # whole source and the checker's data and script inside.
 GZIP_BUDGET = 30_720
-# The part outside the diagnoser's source and the checker (its section and the page's script),
-# 13,397 bytes gzipped when issue 16 closed. The diagnoser's source is expected to reach ~13 KB
-# gzipped and the checker ~7 KB, which would leave this part ~10.7 KB: it is ~2.7 KB over that.
-OTHERS_BUDGET = 13_600
+# The diagnoser's source (9.5 KB of this page gzipped today) is growing to about 14.5 KB, which
+# leaves the rest of the page GZIP_BUDGET - 14,500 = 16,220 bytes. The rest measured 21,805 at the
+# merge of issues 15 and 16 and 20,950 after trimming: about 4.7 KB over, which only removing
+# content closes (the table of loops is ~1.2 KB, the toys ~1.6 KB, the outcome table ~0.7 KB).
+# REST_BUDGET keeps the rest from growing meanwhile; REST_TARGET is the split that fits.
+DIAGNOSER_EXPECTED = 14_500
+REST_TARGET = GZIP_BUDGET - DIAGNOSER_EXPECTED
+REST_BUDGET = 21_100
 
 
 def inline(page, tag, attrs=""):
@@ -45,24 +49,27 @@ def newest():
 
 
 def test_size_budget(built_html):
-    assert len(gzip.compress(built_html.encode("utf-8"), compresslevel=9)) <= GZIP_BUDGET
+    assert gzipped(built_html) <= GZIP_BUDGET
 
 
-def others(page):
-    """The page without the diagnoser's source, the checker's section and the page's script."""
-    for pattern in (
-        r'<details class="source">.*?</details>',
-        r'<section id="checker-section".*?</section>',
-        r"<script>.*?</script>",
-    ):
-        page = re.sub(pattern, "", page, count=1, flags=re.S)
-    return page
+def without_the_diagnosers_source(page):
+    """The page with the diagnoser's source left out (its <code> element kept, empty)."""
+    return re.sub(r'(<code id="diagnose-source">).*?(</code>)', r"\1\2", page, count=1, flags=re.S)
 
 
-def test_size_outside_the_diagnoser_and_the_checker(built_html):
-    rest = others(built_html)
-    assert len(rest) < len(built_html) - 30_000  # the three parts were found and cut
-    assert len(gzip.compress(rest.encode("utf-8"), compresslevel=9)) <= OTHERS_BUDGET
+def gzipped(text):
+    return len(gzip.compress(text.encode("utf-8"), compresslevel=9))
+
+
+def test_size_outside_the_diagnosers_source(built_html):
+    rest = without_the_diagnosers_source(built_html)
+    assert len(rest) < len(built_html) - 30_000  # the source was found and cut
+    assert gzipped(rest) <= REST_BUDGET
+
+
+@pytest.mark.xfail(strict=True, reason="the rest is ~4.7 KB over the split; see REST_TARGET")
+def test_size_leaves_room_for_the_grown_diagnoser(built_html):
+    assert gzipped(without_the_diagnosers_source(built_html)) <= REST_TARGET
 
 
 def test_reference_summaries_are_counted_from_the_snapshot(built_html, newest):
@@ -196,7 +203,7 @@ def test_code_blocks_are_the_repro_files_or_their_changed_lines(built_html):
             block = re.search(r'<div class="hl">(.*?)</div>', shown, re.S).group(1)
             assert text_of(block) == source, ident
             continue
-        assert f'the rest as in <a href="#s-{base}">repro/{base}.py</a>' in shown, ident
+        assert f'Changes from <a href="#s-{base}">repro/{base}.py</a>:' in shown, ident
         assert render.BASES.get(base) is None, f"{ident}: its base is itself a diff"
         diff = text_of(re.search(r'<pre class="vdiff"><code>(.*?)</code></pre>', shown, re.S)[1])
         new, old = source.splitlines(), sources[base].splitlines()
