@@ -323,3 +323,26 @@ def test_diffs_keep_their_indentation_on_a_phone(page: Page, built_page):
             assert found["hang"] > 0, found
             assert all(abs(left - first - found["hang"]) <= 2 for left in later), found
     assert checked, "no diff line wrapped at 390 px; the test would show nothing"
+
+
+def test_each_table_row_opens_its_combination(page: Page, built_page, expected):
+    """Without JavaScript a row is text; with it, its answers link to the checker's result."""
+    page.goto(built_page.as_uri())
+    page.locator("#loops > summary").click()
+    links = page.locator("#loops tbody tr td:first-child a")
+    expect(links).to_have_count(len(COMBOS))
+    key = "later-one-lstm-retain"
+    row = page.locator(f"#loop-{key}")
+    expect(row.locator("td").nth(1)).to_have_text(HEADLINES[key])
+    row.locator("a").click()
+    assert page.evaluate("location.hash") == "#" + fragment(key)
+    assert_result(page, expected, key)
+
+
+def test_rows_are_plain_text_without_javascript(browser, built_page):
+    context = browser.new_context(java_script_enabled=False)
+    page = context.new_page()
+    page.goto(built_page.as_uri())
+    expect(page.locator("#loops tbody a")).to_have_count(0)
+    expect(page.locator("#loops tbody tr")).to_have_count(len(COMBOS))
+    context.close()
