@@ -77,12 +77,13 @@ def diff_hunks(old, new, context=1, skip=lambda line: False):
 
 def diff_block(lines, numbers=True):
     """A diff as HTML: removed lines in <del>, added in <ins>, new-file line numbers in front."""
-    tags = {"-": "del", "+": "ins", " ": "span", "…": "span"}
+    tags = {"-": "del", "+": "ins"}  # unchanged lines and gaps are plain text
     width = max((len(str(n)) for _, n, _ in lines if n), default=1)
     out = []
     for kind, number, text in lines:
         gutter = (str(number) if number else "").rjust(width) + " " if numbers else ""
-        out.append(Markup("<{0}>{1}{2} {3}</{0}>").format(tags[kind], gutter, kind, text))
+        line = Markup("{0}{1} {2}").format(gutter, kind, text)
+        out.append(Markup("<{0}>{1}</{0}>").format(tags[kind], line) if kind in tags else line)
     return Markup("\n").join(out)
 
 
