@@ -446,6 +446,14 @@ def capture(repro, python=None, say=print, today=None):
     if builder is not None:
         jobs += loop_jobs(builder, repro.folder)
     env, results = run_child(python, repro, jobs, say)
+    edited = manifest.changed(repro)
+    if edited:
+        name = edited[0]
+        raise InputError(
+            manifest.DIAGNOSER_FILE if name == manifest.DIAGNOSER else repro.folder / name,
+            "changed while the scenarios ran, so the capture is of text that is no longer there; "
+            "run the build again once nothing writes into repro/; nothing was written",
+        )
     runs = {s.id: scenario_run(s, results[s.id]) for s in scenarios}
     loops = {}
     if builder is not None:

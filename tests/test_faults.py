@@ -20,6 +20,7 @@ from backtwice import snapshot as snap
 from backtwice.errors import (
     EXIT_CAPTURE,
     EXIT_CLAIM,
+    EXIT_HUNG_UP,
     EXIT_INPUT,
     EXIT_INTERRUPTED,
     EXIT_OUTPUT,
@@ -227,10 +228,11 @@ def test_the_hash_is_of_the_text_that_ran(tmp_path):
     (folder / "scenarios.toml").write_text('[[scenario]]\nid = "one"\nexpect = "runs"\n')
     (folder / "one.py").write_text('print("first", 1)\n', encoding="utf-8")
     repro = manifest.load(folder)
+    assert repro.hashes()["one.py"] == manifest.sha256('print("first", 1)\n')
     (folder / "one.py").write_text('print("second", 2)\n', encoding="utf-8")  # edited mid-capture
-    result = capture_module.capture(repro, say=lambda message: None, today="2026-01-01")
-    assert result.scenarios["one"].outputs[0].text == "first 1"
-    assert result.sources["one.py"] == manifest.sha256('print("first", 1)\n')
+    with pytest.raises(InputError) as caught:
+        capture_module.capture(repro, say=lambda message: None, today="2026-01-01")
+    assert str(caught.value).startswith(f"{folder / 'one.py'}: changed while the scenarios ran")
 
 
 # The manifest ------------------------------------------------------------------------------
@@ -317,11 +319,64 @@ def test_a_scenario_that_prints_too_much_is_stopped(tmp_path, snapshots_copy, si
 
 
 HANGS = """\
-import os, time
+import os, subprocess, time
+detached = subprocess.Popen(["sleep", "300"], start_new_session=True)
+forked = os.fork()
+if forked == 0:  # a daemon made by hand: it holds every file the scenario had open
+    os.setsid()
+    time.sleep(300)
+    os._exit(0)
 with open({pidfile!r}, "w") as handle:
-    handle.write(str(os.getpid()))
-time.sleep(120)
+    handle.write(f"{{os.getpid()}} {{os.getppid()}} {{detached.pid}} {{forked}}")
+time.sleep({sleep})
 """
+
+
+def start_build(repro, folder, site, sleep=120, pidfile=None):
+    """Start build.py on a one-scenario repro/ that starts two detached processes; return
+    (the build's Popen, the pid file the scenario writes)."""
+    pidfile = pidfile or repro.parent / "pids"
+    repro.mkdir()
+    (repro / "scenarios.toml").write_text('[[scenario]]\nid = "hangs"\nexpect = "runs"\n')
+    (repro / "hangs.py").write_text(
+        HANGS.format(pidfile=str(pidfile), sleep=sleep), encoding="utf-8"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "build.py"), "--repro", repro, "--snapshots", folder]
+        + ["--out", site],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    return proc, pidfile
+
+
+def read_pids(pidfile, deadline=120):
+    """Wait for the scenario's pid file: (scenario, capture interpreter, setsid child, fork)."""
+    end = time.monotonic() + deadline
+    while not (pidfile.exists() and len(pidfile.read_text().split()) == 4):
+        assert time.monotonic() < end, "the scenario never started"
+        time.sleep(0.05)
+    return [int(pid) for pid in pidfile.read_text().split()]
+
+
+def alive(pid):
+    """Whether a process runs (a zombie, ended and waiting to be reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
+            stat = handle.read()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+def none_survive(pids, within=10.0):
+    """Assert every process is gone within a few seconds."""
+    end = time.monotonic() + within
+    while any(alive(pid) for pid in pids) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert not [pid for pid in pids if alive(pid)], "processes outlived the build"
 
 
 @pytest.mark.parametrize(
@@ -329,51 +384,57 @@ time.sleep(120)
     [
         (signal.SIGINT, EXIT_INTERRUPTED, "interrupted"),
         (signal.SIGTERM, EXIT_TERMINATED, "terminated"),
+        (signal.SIGHUP, EXIT_HUNG_UP, "hung up"),
     ],
-    ids=["ctrl-c", "sigterm"],
+    ids=["ctrl-c", "sigterm", "sighup"],
 )
-def test_a_signal_stops_the_child_and_writes_nothing(
+def test_a_signal_stops_the_child_and_all_it_started_and_writes_nothing(
     tmp_path, snapshots_copy, site, signum, code, how
 ):
     folder, path = snapshots_copy
     before = path.read_bytes()
-    pidfile = tmp_path / "child.pid"
-    repro = tmp_path / "repro"
-    repro.mkdir()
-    (repro / "scenarios.toml").write_text('[[scenario]]\nid = "hangs"\nexpect = "runs"\n')
-    (repro / "hangs.py").write_text(HANGS.format(pidfile=str(pidfile)), encoding="utf-8")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            str(ROOT / "build.py"),
-            "--repro",
-            repro,
-            "--snapshots",
-            folder,
-            "--out",
-            site,
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 120
-    while not (pidfile.exists() and pidfile.read_text()) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    child = int(pidfile.read_text())
+    proc, pidfile = start_build(tmp_path / "repro", folder, site)
+    pids = read_pids(pidfile)
     proc.send_signal(signum)
     stdout, stderr = proc.communicate(timeout=60)
     result = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
     assert one_line(result, code) == (
         f"error: {how}; the capture was stopped and nothing was written"
     )
-    for _ in range(50):
-        if not os.path.exists(f"/proc/{child}"):
-            break
-        time.sleep(0.1)
-    assert not os.path.exists(f"/proc/{child}"), "the harness child outlived the build"
+    none_survive(pids)
     unchanged(folder, path, before, site)
+
+
+def test_a_killed_build_takes_the_capture_and_all_it_started_with_it(
+    tmp_path, snapshots_copy, site
+):
+    folder, path = snapshots_copy
+    before = path.read_bytes()
+    proc, pidfile = start_build(tmp_path / "repro", folder, site)
+    pids = read_pids(pidfile)
+    proc.kill()
+    proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    none_survive(pids)
+    unchanged(folder, path, before, site)
+
+
+def test_detached_processes_end_with_their_scenario_and_the_capture_finishes(tmp_path):
+    repro = tmp_path / "repro"
+    repro.mkdir()
+    pidfile = tmp_path / "pids"
+    (repro / "scenarios.toml").write_text(
+        '[[scenario]]\nid = "hangs"\nexpect = "runs"\n\n[[scenario]]\nid = "after"\nexpect = "runs"\n'
+    )
+    (repro / "hangs.py").write_text(HANGS.format(pidfile=str(pidfile), sleep=0), encoding="utf-8")
+    (repro / "after.py").write_text("print('after')\n", encoding="utf-8")
+    started = time.monotonic()
+    said = []
+    result = capture_module.capture(repro, say=said.append)
+    assert time.monotonic() - started < 60
+    assert said[0].startswith("ran 2 scenarios and loops in ")
+    assert result.scenarios["after"].outputs[0].text == "after"
+    none_survive(read_pids(pidfile)[2:], within=1)  # gone when the scenario ended
 
 
 # Snapshots a recapture would replace -------------------------------------------------------
