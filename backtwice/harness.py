@@ -98,6 +98,41 @@ def describe_anomaly(caught, filename, source_lines):
     return None
 
 
+_START = {}
+
+
+def remember_state():
+    """Note the state a job's fork starts in, to put back before each of its runs."""
+    import torch
+
+    _START.update(
+        environ=dict(os.environ),
+        cwd=os.getcwd(),
+        argv=list(sys.argv),
+        path=list(sys.path),
+        dtype=torch.get_default_dtype(),
+        grad=torch.is_grad_enabled(),
+    )
+
+
+def restore_state():
+    """Put back what an earlier run of the same job changed: a job runs its source two or three
+    times (plainly, under anomaly mode, measured or diagnosed) in one fork, and each run must
+    start as the first did. Jobs never share a fork."""
+    if not _START:
+        return
+    import torch
+
+    if dict(os.environ) != _START["environ"]:
+        os.environ.clear()
+        os.environ.update(_START["environ"])
+    os.chdir(_START["cwd"])
+    sys.argv[:] = _START["argv"]
+    sys.path[:] = _START["path"]
+    torch.set_default_dtype(_START["dtype"])
+    torch.set_grad_enabled(_START["grad"])
+
+
 def execute(job, anomaly, around=None):
     """Run one job's source in a fresh namespace with a fixed seed; return what happened.
 
@@ -105,6 +140,7 @@ def execute(job, anomaly, around=None):
     """
     import torch
 
+    restore_state()
     random.seed(SEED)
     torch.manual_seed(SEED)
     printed = []
@@ -331,6 +367,7 @@ def execute_loop(job, anomaly=False, measure=False):
     """
     import torch
 
+    restore_state()
     random.seed(SEED)
     torch.manual_seed(SEED)
     filename = job["file"]
@@ -579,6 +616,7 @@ class Spare:
                 return
             job = jobs[int(chosen)]
             sys.argv = [os.path.basename(job["file"])]
+            remember_state()
             run = run_loop if job["id"].startswith(LOOP_JOBS) else run_job
             data = json.dumps(run(job), sort_keys=True).encode("ascii")
             CHILDREN.kill_all_but()  # what the job started ends with it
