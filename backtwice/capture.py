@@ -208,11 +208,16 @@ def quoted(line):
     return f" ({line.encode('unicode_escape').decode('ascii') if not line.isprintable() else line})"
 
 
-def run_child(python, repro, jobs, say):
-    """Run the jobs in one child; return (environment dict, results by job id)."""
+def run_child(python, repro, jobs, say, meanwhile=None):
+    """Run the jobs in one child; return (environment dict, results by job id).
+
+    `meanwhile`, if given, is called once the child has started, while it imports torch.
+    """
     child = Child(python, repro, jobs)
     results = {}
     try:
+        if meanwhile is not None:
+            meanwhile()
         try:
             ready = child.next(STARTUP_TIMEOUT)
         except TimeoutError:
@@ -436,8 +441,11 @@ def loop_run(answers, fixed, tempting, job, result):
     )
 
 
-def capture(repro, python=None, say=print, today=None):
-    """Run every scenario and loop under `python` and return the Snapshot; write nothing."""
+def capture(repro, python=None, say=print, today=None, meanwhile=None):
+    """Run every scenario and loop under `python` and return the Snapshot; write nothing.
+
+    `meanwhile` is called while the capture interpreter imports torch: other work that can
+    overlap it."""
     python = python or sys.executable
     if not isinstance(repro, manifest.Repro):
         repro = manifest.load(repro)
@@ -445,7 +453,7 @@ def capture(repro, python=None, say=print, today=None):
     jobs = scenario_jobs(scenarios)
     if builder is not None:
         jobs += loop_jobs(builder, repro.folder)
-    env, results = run_child(python, repro, jobs, say)
+    env, results = run_child(python, repro, jobs, say, meanwhile)
     edited = manifest.changed(repro)
     if edited:
         name = edited[0]

@@ -1,6 +1,7 @@
 """The command line: capture, render, check."""
 
 import argparse
+import contextlib
 import difflib
 import json
 import os
@@ -134,7 +135,7 @@ def check(args, say):
     from .render import render_page
 
     repro = manifest.load(args.repro)
-    fresh = capture(repro, args.python, say)
+    fresh = capture(repro, args.python, say, meanwhile=lambda: _read_ahead(args.snapshots))
     path = args.snapshots / snap.file_name(fresh.environment.torch)
     committed = snap.load(path)
     diff = json_diff(committed.comparable(), fresh.comparable(), str(path), "fresh capture")
@@ -161,6 +162,17 @@ def check_out(out):
             return
 
 
+def _read_ahead(folder):
+    """Read the snapshots while the capture interpreter starts; combine() then finds them read.
+
+    A folder that cannot be read is left for combine() to report."""
+    from . import render  # noqa: F401  # imported now rather than after the capture
+
+    with contextlib.suppress(BuildError):
+        for path in sorted(Path(folder).glob("torch-*.json")):
+            snap.load_replaceable(path)
+
+
 def build(args, say):
     """Capture unless --render-only, then render; write the snapshot and the page, or neither."""
     check_out(args.out)
@@ -170,7 +182,7 @@ def build(args, say):
         return
     from .capture import capture
 
-    fresh = capture(repro, args.python, say)
+    fresh = capture(repro, args.python, say, meanwhile=lambda: _read_ahead(args.snapshots))
     snapshots, placed = snap.combine([fresh], args.snapshots, say)
     publish(snapshots, placed, repro, args.out, say)
 

@@ -2,6 +2,7 @@
 
 import dataclasses
 import functools
+import hashlib
 import json
 import os
 import tempfile
@@ -305,8 +306,24 @@ def _load(kind, data, where):
     return data
 
 
+_PARSED = {}  # sha256 of a snapshot's text -> the Snapshot read from it
+
+
 def parse(text, path):
-    """Read a snapshot from its JSON text; `path` names it in errors."""
+    """Read a snapshot from its JSON text; `path` names it in errors.
+
+    A text read before is not parsed again (a build reads the folder while the capture
+    interpreter starts, then again to place its capture); snapshots are frozen.
+    """
+    key = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    if key not in _PARSED:
+        if len(_PARSED) >= 16:
+            _PARSED.clear()  # a folder's worth is enough, not every text ever read
+        _PARSED[key] = _parse(text, path)
+    return _PARSED[key]
+
+
+def _parse(text, path):
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
