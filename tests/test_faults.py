@@ -4,6 +4,8 @@ Each case runs build.py as a user would and checks the exit code, that stderr is
 line with no traceback, and that the snapshot and the page are byte-identical afterwards.
 """
 
+import contextlib
+import ctypes
 import json
 import os
 import shutil
@@ -33,6 +35,7 @@ from .conftest import REPRO, ROOT, committed_path, doctor_file
 from .test_cli import build
 
 OLD_PAGE = "the old page\n"
+PR_SET_CHILD_SUBREAPER = 36
 
 
 @pytest.fixture
@@ -52,12 +55,50 @@ def repro_copy(tmp_path):
     return folder
 
 
+@pytest.fixture(autouse=True, scope="module")
+def subreaper():
+    """Make this test process a child subreaper while these tests run: whatever a build leaves
+    running, detached or not, becomes our child, where survivors() finds it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    yield
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+
+
+def survivors(within=5.0):
+    """The processes a finished build left running (they come to this process, a subreaper)."""
+    end = time.monotonic() + within
+    while True:
+        left = []
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{name}/stat", encoding="utf-8") as handle:
+                    stat = handle.read()
+            except OSError:
+                continue
+            state, parent = stat[stat.rindex(")") + 2 :].split()[:2]
+            if int(parent) != os.getpid():
+                continue
+            if state == "Z":  # ended; reap it, as init would
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(int(name), os.WNOHANG)
+            else:
+                left.append(int(name))
+        if not left or time.monotonic() > end:
+            return left
+        time.sleep(0.05)
+
+
 def one_line(result, code):
-    """Assert the exit code and a single `error: ...` line on stderr; return the line."""
+    """Assert the exit code, a single `error: ...` line on stderr and no process left running;
+    return the line."""
     assert result.returncode == code, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert survivors() == [], "the build left processes running"
     return lines[0]
 
 
@@ -416,6 +457,7 @@ def test_a_killed_build_takes_the_capture_and_all_it_started_with_it(
     proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL
     none_survive(pids)
+    assert survivors() == []
     unchanged(folder, path, before, site)
 
 
@@ -435,6 +477,7 @@ def test_detached_processes_end_with_their_scenario_and_the_capture_finishes(tmp
     assert said[0].startswith("ran 2 scenarios and loops in ")
     assert result.scenarios["after"].outputs[0].text == "after"
     none_survive(read_pids(pidfile)[2:], within=1)  # gone when the scenario ended
+    assert survivors(within=1) == []
 
 
 # Snapshots a recapture would replace -------------------------------------------------------
@@ -573,6 +616,7 @@ def test_python_naming_a_wrapper_that_prints_a_banner_captures(tmp_path):
     repro = one_scenario(tmp_path, "print('plain', 1)\n")
     result = capture_module.capture(repro, python=str(wrapper), say=lambda message: None)
     assert [o.text for o in result.scenarios["one"].outputs] == ["plain 1"]
+    assert survivors() == []
 
 
 @pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["recapture", "dry-run"])
@@ -627,6 +671,7 @@ def test_stdout_closed_early_is_one_notice_and_the_build_goes_on(tmp_path, snaps
         "to the end without printing\n"
     )
     assert (out / "index.html").stat().st_size > 10_000
+    assert survivors() == []
 
 
 # The page shows what was declared and printed ---------------------------------------------
