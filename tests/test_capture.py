@@ -288,7 +288,7 @@ import os
 import torch
 
 print("starts in its own folder:", os.getcwd() == os.path.dirname(os.path.abspath(__file__)))
-print("environment:", os.environ.get("BACKTWICE_MEDDLED"))
+print("environment:", os.environ.get("BACKTWICE_MEDDLED"), os.environ.get("GLIBC_TUNABLES"))
 print("default dtype:", torch.get_default_dtype(), torch.ones(1).dtype)
 print("sum:", (torch.arange(4) / 3).sum())
 os.environ["BACKTWICE_MEDDLED"] = "{ident}"
@@ -303,6 +303,7 @@ def test_scenarios_start_clean_whatever_ran_before_and_wherever_the_build_runs(
     # Each scenario changes the environment, the working folder and torch's default dtype;
     # none of it reaches the next one, in either order, nor does the caller's folder.
     monkeypatch.delenv("BACKTWICE_MEDDLED", raising=False)
+    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
     snapshots = []
     for order in (("first", "second"), ("second", "first")):
         folder = tmp_path / "-".join(order)
@@ -317,7 +318,7 @@ def test_scenarios_start_clean_whatever_ran_before_and_wherever_the_build_runs(
     assert snapshots[0] == snapshots[1]
     assert [o["text"] for o in snapshots[0]["first"]["outputs"]] == [
         "starts in its own folder: True",
-        "environment: None",
+        "environment: None None",  # the harness's own malloc setting is not the scenario's
         "default dtype: torch.float32 torch.float32",
         "sum: tensor(2.)",
     ]
