@@ -2,7 +2,7 @@
 
 This file is run as a script, possibly by another Python that holds another torch, so it uses
 only the standard library and torch, and stays compatible with Python 3.8. It is started as
-`python harness.py CHANNEL_FD` and reads one JSON request on stdin:
+`python harness.py CHANNEL_FD [--unset-glibc-tunables]` and reads one JSON request on stdin:
 
     {"repro": DIR, "modules": {NAME: {"file": ..., "source": ...}},
      "jobs": [{"id": ..., "file": ..., "source": ...}, ...]}

@@ -30,14 +30,16 @@ ONE_STEP = (
 )
 
 
-def median_time(command, runs):
-    """Run a command `runs` times; return the median wall time in seconds."""
-    times = []
+def median_times(commands, runs):
+    """Run each command `runs` times, taking turns, so that a machine busier at one moment
+    than another weighs on all alike; return each command's median wall time in seconds."""
+    times = [[] for _ in commands]
     for _ in range(runs):
-        started = time.perf_counter()
-        subprocess.run(command, cwd=ROOT, check=True, capture_output=True)
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+        for command, taken in zip(commands, times, strict=True):
+            started = time.perf_counter()
+            subprocess.run(command, cwd=ROOT, check=True, capture_output=True)
+            taken.append(time.perf_counter() - started)
+    return [statistics.median(taken) for taken in times]
 
 
 def job_seconds(jobs, runs):
@@ -70,10 +72,15 @@ def main():
         snaps = Path(tmp) / "snapshots"
         shutil.copytree(ROOT / "snapshots", snaps)
         out = ["--snapshots", str(snaps), "--out", str(Path(tmp) / "site"), "--quiet"]
-        build = median_time([sys.executable, "build.py", *out], args.runs)
-        torch = median_time([sys.executable, "-c", "import torch"], args.runs)
-        step = median_time([sys.executable, "-c", ONE_STEP], args.runs)
-        render = median_time([sys.executable, "build.py", "--render-only", *out], args.runs)
+        build, torch, step, render = median_times(
+            [
+                [sys.executable, "build.py", *out],
+                [sys.executable, "-c", "import torch"],
+                [sys.executable, "-c", ONE_STEP],
+                [sys.executable, "build.py", "--render-only", *out],
+            ],
+            args.runs,
+        )
         in_process = render_in_process(out, args.runs)
     repro = ROOT / "repro"
     loops = capture.loop_jobs(manifest.load_loop_builder(repro), repro)
