@@ -65,6 +65,30 @@ def subreaper():
     libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
 
 
+EARLIER = set()  # this process's children before the test began (a browser other tests use)
+
+
+@pytest.fixture(autouse=True)
+def earlier_children():
+    """Note the children this process had before the test, which are not the build's."""
+    EARLIER.clear()
+    EARLIER.update(_children())
+
+
+def _children():
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", encoding="utf-8") as handle:
+                    stat = handle.read()
+            except OSError:
+                continue
+            if int(stat[stat.rindex(")") + 2 :].split()[1]) == os.getpid():
+                found.append(int(name))
+    return found
+
+
 def survivors(within=5.0):
     """The processes a finished build left running (they come to this process, a subreaper)."""
     end = time.monotonic() + within
@@ -79,7 +103,7 @@ def survivors(within=5.0):
             except OSError:
                 continue
             state, parent = stat[stat.rindex(")") + 2 :].split()[:2]
-            if int(parent) != os.getpid():
+            if int(parent) != os.getpid() or int(name) in EARLIER:
                 continue
             if state == "Z":  # ended; reap it, as init would
                 with contextlib.suppress(ChildProcessError):
