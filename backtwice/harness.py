@@ -507,20 +507,25 @@ def descendants(root):
 
 
 def own_children():
-    """This process's children (Linux's /proc/PID/task/PID/children, else a scan of /proc)."""
+    """This process's children, those of every thread (Linux's /proc/PID/task/TID/children,
+    else a scan of /proc)."""
     pid = os.getpid()
+    found = []
     try:
-        with open(f"/proc/{pid}/task/{pid}/children") as handle:
-            return [int(child) for child in handle.read().split()]
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as handle:
+                found.extend(int(child) for child in handle.read().split())
     except OSError:
         return descendants(pid)
+    return found
 
 
 class Children:
     """The server's children: jobs, the spare fork waiting for a job, and orphans to kill.
 
     Every process a job starts comes back to this process when its parent ends, since this
-    one is a child subreaper; all but the spare are killed when a job ends.
+    one is a child subreaper; whatever is neither a running job nor the spare is killed as
+    soon as a job ends.
     """
 
     def __init__(self):

@@ -384,15 +384,19 @@ def test_a_scenario_that_prints_too_much_is_stopped(tmp_path, snapshots_copy, si
 
 
 HANGS = """\
-import os, subprocess, time
+import os, subprocess, threading, time
 detached = subprocess.Popen(["sleep", "300"], start_new_session=True)
 forked = os.fork()
 if forked == 0:  # a daemon made by hand: it holds every file the scenario had open
     os.setsid()
     time.sleep(300)
     os._exit(0)
+threaded = []  # a process started from another thread is that thread's child
+worker = threading.Thread(target=lambda: threaded.append(subprocess.Popen(["sleep", "300"])))
+worker.start()
+worker.join()
 with open({pidfile!r}, "w") as handle:
-    handle.write(f"{{os.getpid()}} {{os.getppid()}} {{detached.pid}} {{forked}}")
+    handle.write(f"{{os.getpid()}} {{os.getppid()}} {{detached.pid}} {{forked}} {{threaded[0].pid}}")
 time.sleep({sleep})
 """
 
@@ -418,9 +422,10 @@ def start_build(repro, folder, site, sleep=120, pidfile=None):
 
 
 def read_pids(pidfile, deadline=120):
-    """Wait for the scenario's pid file: (scenario, capture interpreter, setsid child, fork)."""
+    """Wait for the scenario's pid file: (scenario, capture interpreter, setsid child, fork,
+    a thread's child)."""
     end = time.monotonic() + deadline
-    while not (pidfile.exists() and len(pidfile.read_text().split()) == 4):
+    while not (pidfile.exists() and len(pidfile.read_text().split()) == 5):
         assert time.monotonic() < end, "the scenario never started"
         time.sleep(0.05)
     return [int(pid) for pid in pidfile.read_text().split()]
