@@ -291,6 +291,8 @@ print("starts in its own folder:", os.getcwd() == os.path.dirname(os.path.abspat
 print("environment:", os.environ.get("BACKTWICE_MEDDLED"), os.environ.get("GLIBC_TUNABLES"))
 print("default dtype:", torch.get_default_dtype(), torch.ones(1).dtype)
 print("sum:", (torch.arange(4) / 3).sum())
+with open(f"/proc/{{os.getppid()}}/status") as status:  # forked from one thread: no pool to break
+    print("threads where it was forked from:", status.read().split("Threads:")[1].split()[0])
 os.environ["BACKTWICE_MEDDLED"] = "{ident}"
 os.chdir("/")
 torch.set_default_dtype(torch.float64)
@@ -321,4 +323,5 @@ def test_scenarios_start_clean_whatever_ran_before_and_wherever_the_build_runs(
         "environment: None None",  # the harness's own malloc setting is not the scenario's
         "default dtype: torch.float32 torch.float32",
         "sum: tensor(2.)",
+        "threads where it was forked from: 1",
     ]
