@@ -243,8 +243,16 @@ def run(args, say):
         )
         return EXIT_INTERRUPTED
     except Stopped as stop:
-        print(
-            f"error: {stop.how}; the capture was stopped and nothing was written", file=sys.stderr
-        )
+        if stop.written:
+            print(
+                f"error: {stop.how} while the build wrote its files; it finished writing them "
+                "first, so the snapshot and the page are complete",
+                file=sys.stderr,
+            )
+        else:
+            print(
+                f"error: {stop.how}; the capture was stopped and nothing was written",
+                file=sys.stderr,
+            )
         return stop.exit_code
     return EXIT_OK

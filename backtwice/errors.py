@@ -103,10 +103,13 @@ class OutputError(BuildError):
 class Stopped(BaseException):
     """The build was interrupted or terminated by a signal; carries the exit code."""
 
-    def __init__(self, exit_code, how):
+    def __init__(self, exit_code, how, written=False):
         super().__init__(how)
         self.exit_code = exit_code
         self.how = how
+        self.written = written
+        """True when the signal came while the snapshot and the page were written, which was
+        finished first."""
 
 
 class InstallError(BuildError):

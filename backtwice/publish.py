@@ -1,6 +1,9 @@
 """Render and write: the last stage of a build, shared by a capture and a recapture."""
 
+import contextlib
 import re
+import signal
+import threading
 import time
 from pathlib import Path
 
@@ -8,7 +11,7 @@ from markupsafe import escape
 
 from . import drift, manifest
 from . import snapshot as snap
-from .errors import REWRITE, ClaimError, PageError
+from .errors import EXIT_INTERRUPTED, REWRITE, ClaimError, PageError, Stopped
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "templates" / "page.html.j2"
 # Control characters a scenario may print, shown as visible symbols on the page: C0 as the
@@ -98,13 +101,31 @@ def _shown(path):
         return path
 
 
+HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def signals_held():
+    """Hold back stop signals while files are written; one that came is acted on after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD)  # a held signal's handler runs here
+
+
 def publish(snapshots, placed, repro, out, say):
     """Render, then write the changed snapshots and the page together, or nothing.
 
     `placed` lists the fresh captures among `snapshots` (snapshot.Placed); a claim that fails
-    is reported with the capture change behind it.
+    is reported with the capture change behind it. A stop signal (Ctrl-C, SIGTERM, SIGHUP) that
+    comes once the files are being written waits until they are; the build then stops saying
+    so (Stopped with written=True).
     """
-    from .render import page_stats, render_page
+    from .render import render_page
 
     started = time.perf_counter()
     try:
@@ -118,8 +139,23 @@ def publish(snapshots, placed, repro, out, say):
     )
     page = out / "index.html"
     writes = [(item.path, snap.dumps(item.fresh)) for item in placed if item.written]
-    remove_leftovers([out, *(path.parent for path, _ in snapshots)], say)
-    snap.write_all([*writes, (page, html)])
+    written = False
+    try:
+        with signals_held():
+            remove_leftovers([out, *(path.parent for path, _ in snapshots)], say)
+            snap.write_all([*writes, (page, html)])  # all or nothing, even on OSError
+            written = True
+            _report(placed, page, html, snapshots, started, say)
+    except KeyboardInterrupt:
+        raise Stopped(EXIT_INTERRUPTED, "interrupted", written=written) from None
+    except Stopped as stop:
+        raise Stopped(stop.exit_code, stop.how, written=written) from None
+
+
+def _report(placed, page, html, snapshots, started, say):
+    """Say what was written, the drift, which snapshot the page leads with, and its prose."""
+    from .render import page_stats
+
     for item in placed:
         say(f"wrote {item.path}" if item.written else f"unchanged: {item.path}")
         if item.written and item.previous is not None:

@@ -842,3 +842,36 @@ def test_gitignore_covers_the_readmes_venv():
     lines = (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()
     assert ".venv/" in lines
     assert "python3 -m venv .venv" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("signum", "code", "how"),
+    [
+        (signal.SIGINT, EXIT_INTERRUPTED, "interrupted"),
+        (signal.SIGTERM, EXIT_TERMINATED, "terminated"),
+        (signal.SIGHUP, EXIT_HUNG_UP, "hung up"),
+    ],
+    ids=["ctrl-c", "sigterm", "sighup"],
+)
+def test_a_signal_while_writing_waits_for_the_files_and_says_so(
+    snapshots_copy, site, monkeypatch, capsys, signum, code, how
+):
+    from backtwice import cli
+
+    folder, path = snapshots_copy
+    real = snap.write_all
+
+    def signalled_mid_write(files):
+        os.kill(os.getpid(), signum)  # arrives while the files are written
+        time.sleep(0.05)
+        real(files)
+
+    monkeypatch.setattr(snap, "write_all", signalled_mid_write)
+    assert cli.main(["--render-only", "--snapshots", str(folder), "--out", str(site)]) == code
+    err = capsys.readouterr().err
+    assert err == (
+        f"error: {how} while the build wrote its files; it finished writing them first, so "
+        "the snapshot and the page are complete\n"
+    )
+    assert (site / "index.html").read_text(encoding="utf-8").startswith("<!doctype html>")
+    assert sorted(p.name for p in site.iterdir()) == ["index.html"]
