@@ -34,6 +34,8 @@ from .snapshot import (
 )
 
 HARNESS = Path(__file__).with_name("harness.py")
+HUGE_PAGES = "glibc.malloc.hugetlb=1"
+UNSET_TUNABLES = "--unset-glibc-tunables"  # harness.UNSET_TUNABLES
 STARTUP_TIMEOUT = 180.0  # importing torch on a cold disk can take a while
 
 
@@ -95,45 +97,57 @@ def modules(repro):
 
 
 class Child:
-    """The capture interpreter, read line by line with a deadline.
+    """The capture interpreter: a fork server that runs each job in a fresh fork.
 
-    It runs in a session of its own, so that stopping it kills its whole process group and a
-    Ctrl-C in the terminal reaches only the build, which then stops the child.
+    Its messages come over a pipe of their own, so a banner or anything else the interpreter
+    prints goes to its stderr file and cannot be mistaken for one. It runs in a session of its
+    own, so that a Ctrl-C in the terminal reaches only the build, which then stops it; stopped
+    with SIGTERM, it kills every process its jobs started, detached ones included, and if the
+    build dies it gets that SIGTERM from the kernel.
     """
 
     def __init__(self, python, repro, jobs):
-        self.stderr = tempfile.TemporaryFile(mode="w+")
+        self.stderr = tempfile.TemporaryFile()
         request = {
             "repro": str(repro.folder.resolve()),
             "modules": modules(repro),
             "jobs": [{"id": job.id, "file": job.file, "source": job.source} for job in jobs],
         }
+        read, write = os.pipe()
+        command, env = [python, str(HARNESS), str(write)], None
+        if "GLIBC_TUNABLES" not in os.environ:  # huge pages make each fork cheap
+            env = {**os.environ, "GLIBC_TUNABLES": HUGE_PAGES}
+            command.append(UNSET_TUNABLES)  # the harness removes it before any scenario runs
         try:
             self.proc = subprocess.Popen(
-                [python, str(HARNESS)],
+                command,
+                env=env,
                 stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
+                stdout=self.stderr,
                 stderr=self.stderr,
-                text=True,
-                encoding="utf-8",
+                pass_fds=(write,),
                 start_new_session=True,
             )
         except OSError as exc:
+            os.close(read)
             raise InputError(
                 python,
                 f"cannot be run ({exc.strerror}); give --python a Python interpreter that has torch; nothing was written",
             ) from None
+        finally:
+            os.close(write)
+        self.channel = os.fdopen(read, "rb")
         self.lines = queue.Queue()
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
         try:
-            self.proc.stdin.write(json.dumps(request))
+            self.proc.stdin.write(json.dumps(request).encode("utf-8"))
             self.proc.stdin.close()
         except BrokenPipeError:
             pass
 
     def _read(self):
-        for line in self.proc.stdout:
+        for line in self.channel:
             self.lines.put(line)
         self.lines.put(None)
 
@@ -143,41 +157,74 @@ class Child:
             line = self.lines.get(timeout=timeout)
         except queue.Empty:
             raise TimeoutError from None
-        return None if line is None else json.loads(line)
+        if line is None:
+            return None
+        try:
+            message = json.loads(line)
+        except ValueError:
+            message = None
+        if not isinstance(message, dict):
+            raise CaptureError(
+                self.proc.args[0],
+                f"sent {line[:60]!r} where the capture harness speaks; give --python a Python "
+                "interpreter that has torch; nothing was written",
+            )
+        return message
 
     def stop(self):
-        """Kill the child and anything it started, if it still runs."""
+        """Stop the child and anything its jobs started, if it still runs."""
         if self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
+                os.kill(self.proc.pid, signal.SIGTERM)  # it kills its descendants, then exits
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=5)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)  # a wrapper's or a stuck child's leftovers
         self.proc.wait()
 
     def close(self):
         """Stop the child and release its pipes and files."""
         self.stop()
         self.reader.join(timeout=5)
-        self.proc.stdout.close()
+        self.channel.close()
         self.stderr.close()
 
     def died(self):
         """Describe how the child ended: 'exited with code N' or 'was killed by signal N', and
         its last line on stderr in parentheses (or nothing)."""
         try:
-            self.proc.wait(timeout=10)  # stdout closed: let it finish exiting before we look
+            self.proc.wait(timeout=10)  # the channel closed: let it finish exiting before we look
         except subprocess.TimeoutExpired:
             self.stop()
-        self.stderr.seek(0)
-        lines = [line.strip() for line in self.stderr.read().splitlines() if line.strip()]
         code = self.proc.returncode
         how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
-        return how, (f" ({lines[-1]})" if lines else "")
+        return how, quoted(last_line(self.stderr))
 
 
-def run_child(python, repro, jobs, say):
-    """Run the jobs in one child; return (environment dict, results by job id)."""
+def last_line(handle):
+    """The last non-blank line of a file, whatever its bytes."""
+    handle.seek(0)
+    lines = [line.strip() for line in handle.read().splitlines() if line.strip()]
+    return lines[-1].decode("utf-8", "backslashreplace") if lines else ""
+
+
+def quoted(line):
+    """A line of a child's output for an error message: in parentheses, escaped, or nothing."""
+    if not line:
+        return ""
+    return f" ({line.encode('unicode_escape').decode('ascii') if not line.isprintable() else line})"
+
+
+def run_child(python, repro, jobs, say, meanwhile=None):
+    """Run the jobs in one child; return (environment dict, results by job id).
+
+    `meanwhile`, if given, is called once the child has started, while it imports torch.
+    """
     child = Child(python, repro, jobs)
     results = {}
     try:
+        if meanwhile is not None:
+            meanwhile()
         try:
             ready = child.next(STARTUP_TIMEOUT)
         except TimeoutError:
@@ -192,47 +239,71 @@ def run_child(python, repro, jobs, say):
                 f"{how} before it could run a scenario{last}; {hint}; nothing was written",
             )
         started = time.perf_counter()
+        starts = {}
         for job in jobs:
-            _expect(child, "start", job)
-            try:
-                done = child.next(job.timeout)
-            except TimeoutError:
+            done = _await_done(child, job, starts)
+            if "crashed" in done:
+                crash = done["crashed"]
                 raise CaptureError(
                     job.where,
-                    f"scenario '{job.id}' did not finish within {job.timeout:g} s; make it finish or raise its timeout; nothing was written",
-                ) from None
-            if done is None:
-                how, last = child.died()
-                raise CaptureError(
-                    job.where,
-                    f"scenario '{job.id}' crashed the capture interpreter: it {how}{last}; nothing was written",
+                    f"scenario '{job.id}' crashed the capture interpreter: it {crash['how']}"
+                    f"{quoted(crash['last'])}; nothing was written",
                 )
-            if "too_much_output" in done["result"]:
+            result = done["result"]
+            if "too_much_output" in result:
                 raise CaptureError(
                     job.where,
-                    f"scenario '{job.id}' printed too much: {done['result']['too_much_output']}; "
+                    f"scenario '{job.id}' printed too much: {result['too_much_output']}; "
                     "the page shows every printed line, so print less; nothing was written",
                 )
-            results[done["id"]] = done["result"]
+            _check_text(job, result)
+            results[done["id"]] = result
         say(f"ran {len(jobs)} scenarios and loops in {time.perf_counter() - started:.2f} s")
     finally:
         child.close()
     return ready["environment"], results
 
 
-def _expect(child, event, job):
+def _check_text(job, result):
+    """Stop on text that cannot be stored as UTF-8: a lone surrogate printed or raised."""
     try:
-        message = child.next(job.timeout)
-    except TimeoutError:
-        message = {}
-    if message is None:
-        how, last = child.died()
+        json.dumps(result, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = exc.object[exc.start : exc.end].encode("unicode_escape").decode("ascii")
         raise CaptureError(
             job.where,
-            f"the capture interpreter {how} before scenario '{job.id}'{last}; nothing was written",
-        )
-    if message.get("event") != event:
-        raise CaptureError(job.where, f"unexpected message from the capture interpreter: {message}")
+            f"scenario '{job.id}' printed or raised text holding {bad}, a lone surrogate that "
+            "is not Unicode text and cannot be stored; print valid text; nothing was written",
+        ) from None
+
+
+def _await_done(child, job, starts):
+    """Read messages until this job's "done" (they come in job order); enforce its timeout,
+    counted from its "start" (later jobs may start while it runs)."""
+    while True:
+        begun = starts.get(job.id)
+        left = job.timeout if begun is None else begun + job.timeout - time.monotonic()
+        try:
+            message = child.next(max(left, 0.0))
+        except TimeoutError:
+            raise CaptureError(
+                job.where,
+                f"scenario '{job.id}' did not finish within {job.timeout:g} s; make it finish or raise its timeout; nothing was written",
+            ) from None
+        if message is None:
+            how, last = child.died()
+            raise CaptureError(
+                job.where,
+                f"the capture interpreter {how} while it ran scenario '{job.id}'{last}; nothing was written",
+            )
+        if message.get("event") == "start":
+            starts[message.get("id")] = time.monotonic()
+        elif message.get("event") == "done" and message.get("id") == job.id:
+            return message
+        else:
+            raise CaptureError(
+                job.where, f"unexpected message from the capture interpreter: {message}"
+            )
 
 
 def _raised(result):
@@ -377,8 +448,11 @@ def loop_run(answers, fixed, tempting, job, result):
     )
 
 
-def capture(repro, python=None, say=print, today=None):
-    """Run every scenario and loop under `python` and return the Snapshot; write nothing."""
+def capture(repro, python=None, say=print, today=None, meanwhile=None):
+    """Run every scenario and loop under `python` and return the Snapshot; write nothing.
+
+    `meanwhile` is called while the capture interpreter imports torch: other work that can
+    overlap it."""
     python = python or sys.executable
     if not isinstance(repro, manifest.Repro):
         repro = manifest.load(repro)
@@ -386,7 +460,15 @@ def capture(repro, python=None, say=print, today=None):
     jobs = scenario_jobs(scenarios)
     if builder is not None:
         jobs += loop_jobs(builder, repro.folder)
-    env, results = run_child(python, repro, jobs, say)
+    env, results = run_child(python, repro, jobs, say, meanwhile)
+    edited = manifest.changed(repro)
+    if edited:
+        name = edited[0]
+        raise InputError(
+            manifest.DIAGNOSER_FILE if name == manifest.DIAGNOSER else repro.folder / name,
+            "changed while the scenarios ran, so the capture is of text that is no longer there; "
+            "run the build again once nothing writes into repro/; nothing was written",
+        )
     runs = {s.id: scenario_run(s, results[s.id]) for s in scenarios}
     loops = {}
     if builder is not None:

@@ -1,8 +1,10 @@
 """The command line: capture, render, check."""
 
 import argparse
+import contextlib
 import difflib
 import json
+import os
 import re
 import signal
 import sys
@@ -12,6 +14,7 @@ from . import drift, manifest
 from . import snapshot as snap
 from .errors import (
     EXIT_CODES,
+    EXIT_HUNG_UP,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_TERMINATED,
@@ -106,19 +109,40 @@ def json_diff(old, new, old_name, new_name):
     return "".join(difflib.unified_diff(lines(old), lines(new), old_name, new_name))
 
 
+class Say:
+    """Print progress lines on stdout; if stdout is closed early (`| head -1`), go on quietly."""
+
+    def __init__(self, quiet):
+        self.quiet = quiet
+        self.broken = False
+
+    def __call__(self, message, end="\n"):
+        if self.quiet or self.broken:
+            return
+        try:
+            sys.stdout.write(message + end)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            self.broken = True
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())  # nothing more to that pipe, at exit neither
+            os.close(devnull)
+
+
 def check(args, say):
     """Capture and compare with the committed snapshot; raise CheckError on any difference."""
     from .capture import capture
     from .render import render_page
 
     repro = manifest.load(args.repro)
-    fresh = capture(repro, args.python, say)
+    fresh = capture(repro, args.python, say, meanwhile=lambda: _read_ahead(args.snapshots))
     path = args.snapshots / snap.file_name(fresh.environment.torch)
     committed = snap.load(path)
     diff = json_diff(committed.comparable(), fresh.comparable(), str(path), "fresh capture")
     if diff:
-        sys.stdout.write(diff)
-        sys.stdout.write(drift.report(committed, fresh, path.name, "the fresh capture"))
+        say.quiet = False  # the diff is the answer, even with --quiet
+        say(diff, end="")
+        say(drift.report(committed, fresh, path.name, "the fresh capture"), end="")
         raise CheckError(
             path,
             "differs from a fresh capture (diff above); run `python build.py` to update it and commit the result",
@@ -138,6 +162,17 @@ def check_out(out):
             return
 
 
+def _read_ahead(folder):
+    """Read the snapshots while the capture interpreter starts; combine() then finds them read.
+
+    A folder that cannot be read is left for combine() to report."""
+    from . import render  # noqa: F401  # imported now rather than after the capture
+
+    with contextlib.suppress(BuildError):
+        for path in sorted(Path(folder).glob("torch-*.json")):
+            snap.load_replaceable(path)
+
+
 def build(args, say):
     """Capture unless --render-only, then render; write the snapshot and the page, or neither."""
     check_out(args.out)
@@ -147,20 +182,42 @@ def build(args, say):
         return
     from .capture import capture
 
-    fresh = capture(repro, args.python, say)
+    fresh = capture(repro, args.python, say, meanwhile=lambda: _read_ahead(args.snapshots))
     snapshots, placed = snap.combine([fresh], args.snapshots, say)
     publish(snapshots, placed, repro, args.out, say)
 
 
-def _terminated(signum, frame):
-    raise Stopped(EXIT_TERMINATED, "terminated")
+STOPPING = {
+    signal.SIGTERM: (EXIT_TERMINATED, "terminated"),
+    signal.SIGHUP: (EXIT_HUNG_UP, "hung up"),
+}
+
+
+def _stopped(signum, frame):
+    raise Stopped(*STOPPING[signum])
 
 
 def main(argv=None):
     """Run the build; return the exit code."""
     args = parse_args(argv)
-    say = (lambda message: None) if args.quiet else (lambda message: print(message, flush=True))
-    previous = signal.signal(signal.SIGTERM, _terminated)
+    say = Say(args.quiet)
+    previous = {signum: signal.signal(signum, _stopped) for signum in STOPPING}
+    try:
+        code = run(args, say)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if say.broken and code == EXIT_OK:
+        print(
+            "notice: stdout was closed before the build finished (broken pipe); "
+            "the build went on to the end without printing",
+            file=sys.stderr,
+        )
+    return code
+
+
+def run(args, say):
+    """Run the command the arguments name; return the exit code."""
     try:
         if args.check:
             check(args, say)
@@ -186,10 +243,16 @@ def main(argv=None):
         )
         return EXIT_INTERRUPTED
     except Stopped as stop:
-        print(
-            f"error: {stop.how}; the capture was stopped and nothing was written", file=sys.stderr
-        )
+        if stop.written:
+            print(
+                f"error: {stop.how} while the build wrote its files; it finished writing them "
+                "first, so the snapshot and the page are complete",
+                file=sys.stderr,
+            )
+        else:
+            print(
+                f"error: {stop.how}; the capture was stopped and nothing was written",
+                file=sys.stderr,
+            )
         return stop.exit_code
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     return EXIT_OK

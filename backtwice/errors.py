@@ -11,6 +11,7 @@ EXIT_CHECK = 5  # --check found a difference between a fresh capture and the com
 EXIT_CLAIM = 6  # a sentence on the page no longer holds for the snapshot
 EXIT_OUTPUT = 7  # the snapshot or the page could not be written (permissions, disk full, a file)
 EXIT_INSTALL = 8  # --recapture could not make a capture environment
+EXIT_HUNG_UP = 129  # SIGHUP (the terminal closed): 128 + 1
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT): 128 + 2, as shells report it
 EXIT_TERMINATED = 143  # SIGTERM: 128 + 15
 
@@ -20,9 +21,11 @@ EXIT_CODES = {
     EXIT_INPUT: "a snapshot or repro/scenarios.toml is missing, corrupt, unknown or stale",
     EXIT_CAPTURE: "a scenario hung, crashed, or did not behave as repro/scenarios.toml declares",
     EXIT_CHECK: "--check: the fresh capture differs from the committed snapshot",
-    EXIT_CLAIM: "a claim on the page is false for the snapshot",
+    EXIT_CLAIM: "a claim on the page is false for the snapshot, or the page leaves out a "
+    "declared scenario or a printed line",
     EXIT_OUTPUT: "the snapshot or the page could not be written; nothing was changed",
     EXIT_INSTALL: "--recapture could not make a capture environment",
+    EXIT_HUNG_UP: "hung up (SIGHUP); the capture was stopped and nothing was written",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C); the capture was stopped and nothing was written",
     EXIT_TERMINATED: "terminated (SIGTERM); the capture was stopped and nothing was written",
 }
@@ -85,6 +88,12 @@ class ClaimError(BuildError):
         """The sentence, as plain text."""
 
 
+class PageError(BuildError):
+    """The rendered page leaves out something it must show: a declared scenario, a printed line."""
+
+    exit_code = EXIT_CLAIM
+
+
 class OutputError(BuildError):
     """The snapshot or the page could not be written."""
 
@@ -94,10 +103,13 @@ class OutputError(BuildError):
 class Stopped(BaseException):
     """The build was interrupted or terminated by a signal; carries the exit code."""
 
-    def __init__(self, exit_code, how):
+    def __init__(self, exit_code, how, written=False):
         super().__init__(how)
         self.exit_code = exit_code
         self.how = how
+        self.written = written
+        """True when the signal came while the snapshot and the page were written, which was
+        finished first."""
 
 
 class InstallError(BuildError):

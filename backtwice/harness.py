@@ -1,15 +1,23 @@
-"""Run scenarios under torch in this interpreter and report each result as a line of JSON.
+"""Run scenarios under torch, each in a fresh fork of this interpreter, and report each result.
 
 This file is run as a script, possibly by another Python that holds another torch, so it uses
-only the standard library and torch, and stays compatible with Python 3.8. It reads one JSON
-request on stdin:
+only the standard library and torch, and stays compatible with Python 3.8. It is started as
+`python harness.py CHANNEL_FD [--unset-glibc-tunables]` and reads one JSON request on stdin:
 
     {"repro": DIR, "modules": {NAME: {"file": ..., "source": ...}},
      "jobs": [{"id": ..., "file": ..., "source": ...}, ...]}
 
-and writes one JSON object per line on stdout: {"event": "ready", "environment": {...}} once
-torch is imported, then {"event": "start", "id": ...} and {"event": "done", "id": ...,
-"result": {...}} per job. Everything else the scenarios print is kept off that channel.
+and writes one JSON object per line on the file descriptor CHANNEL_FD: {"event": "ready",
+"environment": {...}} once torch is imported, then {"event": "start", "id": ...} and
+{"event": "done", "id": ..., "result": {...}} (or "crashed": {...}) per job. Whatever the
+interpreter or the scenarios write to stdout or stderr never reaches that channel.
+
+It is a fork server, as DataLoader workers start: torch is imported once, then every job runs
+in a child forked from that state, in repro/ as its working folder, so what a job changes
+(os.environ, the working folder, torch's default dtype, imported modules) dies with it, as it
+would with `cd repro && python X.py`. This process is a child subreaper: whatever a job starts,
+detached or not, comes back to it when the job ends and is killed then, and when the build
+stops (SIGTERM, SIGHUP, or the build's own death, through PR_SET_PDEATHSIG).
 """
 
 import contextlib
@@ -20,7 +28,10 @@ import os
 import platform
 import random
 import re
+import signal
 import sys
+import tempfile
+import time
 import traceback
 import warnings
 
@@ -87,6 +98,41 @@ def describe_anomaly(caught, filename, source_lines):
     return None
 
 
+_START = {}
+
+
+def remember_state():
+    """Note the state a job's fork starts in, to put back before each of its runs."""
+    import torch
+
+    _START.update(
+        environ=dict(os.environ),
+        cwd=os.getcwd(),
+        argv=list(sys.argv),
+        path=list(sys.path),
+        dtype=torch.get_default_dtype(),
+        grad=torch.is_grad_enabled(),
+    )
+
+
+def restore_state():
+    """Put back what an earlier run of the same job changed: a job runs its source two or three
+    times (plainly, under anomaly mode, measured or diagnosed) in one fork, and each run must
+    start as the first did. Jobs never share a fork."""
+    if not _START:
+        return
+    import torch
+
+    if dict(os.environ) != _START["environ"]:
+        os.environ.clear()
+        os.environ.update(_START["environ"])
+    os.chdir(_START["cwd"])
+    sys.argv[:] = _START["argv"]
+    sys.path[:] = _START["path"]
+    torch.set_default_dtype(_START["dtype"])
+    torch.set_grad_enabled(_START["grad"])
+
+
 def execute(job, anomaly, around=None):
     """Run one job's source in a fresh namespace with a fixed seed; return what happened.
 
@@ -94,6 +140,7 @@ def execute(job, anomaly, around=None):
     """
     import torch
 
+    restore_state()
     random.seed(SEED)
     torch.manual_seed(SEED)
     printed = []
@@ -180,6 +227,10 @@ def install_module(name, filename, source):
 
 
 LOOP_JOBS = ("loop ", "fix ")
+# The build sets GLIBC_TUNABLES=glibc.malloc.hugetlb=1 for this process, when the caller had
+# no GLIBC_TUNABLES, and says so with this argument: malloc then backs the heap with huge
+# pages, so each fork copies a few hundred page table entries instead of tens of thousands.
+UNSET_TUNABLES = "--unset-glibc-tunables"
 
 
 def graph_depth(root):
@@ -320,6 +371,7 @@ def execute_loop(job, anomaly=False, measure=False):
     """
     import torch
 
+    restore_state()
     random.seed(SEED)
     torch.manual_seed(SEED)
     filename = job["file"]
@@ -404,29 +456,311 @@ def environment():
     }
 
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+PR_SET_CHILD_SUBREAPER = 36
+_LIBC = []
+
+
+def prctl(option, value):
+    """Call Linux's prctl(option, value); return False where there is none (not Linux)."""
+    try:
+        if not _LIBC:
+            import ctypes
+
+            _LIBC.append(ctypes.CDLL(None, use_errno=True))
+        return _LIBC[0].prctl(option, value, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def die_with_parent(signum):
+    """Get `signum` when the parent dies; exit now if it already has."""
+    parent = os.getppid()
+    prctl(PR_SET_PDEATHSIG, signum)
+    if os.getppid() != parent:  # it died before the request above took effect
+        os._exit(1)
+
+
+def descendants(root):
+    """Every process below `root`, from /proc (empty where there is no /proc)."""
+    children = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:  # it ended while we looked
+            continue
+        parent = int(stat[stat.rindex(b")") + 2 :].split()[1])
+        children.setdefault(parent, []).append(int(name))
+    found, stack = [], [root]
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            found.append(child)
+            stack.append(child)
+    return found
+
+
+def own_children():
+    """This process's children, those of every thread (Linux's /proc/PID/task/TID/children,
+    else a scan of /proc)."""
+    pid = os.getpid()
+    found = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as handle:
+                found.extend(int(child) for child in handle.read().split())
+    except OSError:
+        return descendants(pid)
+    return found
+
+
+class Children:
+    """The server's children: jobs, the spare fork waiting for a job, and orphans to kill.
+
+    Every process a job starts comes back to this process when its parent ends, since this
+    one is a child subreaper; whatever is neither a running job nor the spare is killed as
+    soon as a job ends.
+    """
+
+    def __init__(self):
+        self.ended = {}  # pid -> wait status, of children reaped while waiting for another
+
+    def reap(self):
+        """Collect every ended child's status without waiting."""
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            self.ended[pid] = status
+
+    def wait(self, pid=None):
+        """Wait for a child (any, or `pid`) to end; return (pid, wait status)."""
+        while not self.ended or (pid is not None and pid not in self.ended):
+            try:
+                found, status = os.waitpid(-1, 0)
+            except ChildProcessError:
+                return pid, 0
+            self.ended[found] = status
+        found = pid if pid is not None else next(iter(self.ended))
+        return found, self.ended.pop(found)
+
+    def kill_all_but(self, keep=(), patience=5.0):
+        """SIGKILL every process below this one but those in `keep`, detached ones included."""
+        deadline = time.monotonic() + patience
+        while time.monotonic() < deadline:
+            self.reap()
+            left = [pid for pid in own_children() if pid not in keep and pid not in self.ended]
+            if not left:
+                break
+            for pid in [*left, *(d for c in left for d in descendants(c))]:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.002)
+        self.ended = {pid: status for pid, status in self.ended.items() if pid in keep}
+
+
+CHILDREN = Children()
+
+
+def _stop_server(signum, frame):
+    CHILDREN.kill_all_but()
+    os._exit(128 + signum)
+
+
+def last_line(handle):
+    """The last non-blank line written to a file, decoded whatever its bytes."""
+    handle.seek(0)
+    lines = [line.strip() for line in handle.read().splitlines() if line.strip()]
+    return lines[-1].decode("utf-8", "backslashreplace") if lines else ""
+
+
+class Spare:
+    """A fork of the server made ahead of time, which runs the job it is then given.
+
+    Forking copies the interpreter's page tables, which takes a while with torch loaded; the
+    next job's fork is made while this one runs, so that cost is not waited for.
+    """
+
+    def __init__(self, jobs, repro, channel):
+        self.result = tempfile.TemporaryFile()
+        self.output = tempfile.TemporaryFile()
+        read, self.go = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            os.close(self.go)
+            self.serve(jobs, repro, channel, read)
+        os.close(read)
+
+    def serve(self, jobs, repro, channel, go):
+        """In the fork: wait for a job's number, run that job, write its result; never return."""
+        code = 70
+        try:
+            die_with_parent(signal.SIGKILL)
+            prctl(PR_SET_CHILD_SUBREAPER, 1)  # what the job starts stays below it
+            CHILDREN.ended.clear()
+            for signum in (signal.SIGTERM, signal.SIGHUP):
+                signal.signal(signum, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            os.close(channel)  # only the server speaks on the channel
+            os.dup2(self.output.fileno(), 1)
+            os.dup2(self.output.fileno(), 2)
+            os.chdir(repro)
+            chosen = b""
+            while True:
+                chunk = os.read(go, 64)
+                if not chunk:
+                    break
+                chosen += chunk
+            if not chosen:  # no job left: the server is done
+                code = 0
+                return
+            job = jobs[int(chosen)]
+            sys.argv = [os.path.basename(job["file"])]
+            remember_state()
+            run = run_loop if job["id"].startswith(LOOP_JOBS) else run_job
+            data = json.dumps(run(job), sort_keys=True).encode("ascii")
+            CHILDREN.kill_all_but()  # what the job started ends with it
+            os.write(self.result.fileno(), data)
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            with contextlib.suppress(BaseException):
+                sys.stdout.flush()
+                sys.stderr.flush()
+            os._exit(code)
+
+    def start(self, number):
+        """Give the fork its job."""
+        with contextlib.suppress(OSError):  # a fork that died is reported by finish()
+            os.write(self.go, str(number).encode("ascii"))
+        os.close(self.go)
+
+    def finish(self, status):
+        """Read the ended job's result, or say how it crashed."""
+        try:
+            self.result.seek(0)
+            data = self.result.read()
+            if status == 0 and data:
+                return {"result": json.loads(data.decode("ascii"))}
+            if os.WIFSIGNALED(status):
+                how = f"was killed by signal {os.WTERMSIG(status)}"
+            else:
+                how = f"exited with code {os.WEXITSTATUS(status)}"
+            return {"crashed": {"how": how, "last": last_line(self.output)}}
+        finally:
+            self.result.close()
+            self.output.close()
+
+    def dismiss(self, children):
+        """Tell an unused fork there is no job, and collect it."""
+        os.close(self.go)
+        children.wait(self.pid)
+        self.result.close()
+        self.output.close()
+
+
+WARM_UP = """\
+import torch
+model = torch.nn.Linear(2, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(1, 3):
+    optimizer.zero_grad()
+    loss = model(torch.ones(2)).sum()
+    loss.backward()
+    optimizer.step()
+print("warm", loss, [step])
+loss.backward()
+"""
+
+
+def warm_up():
+    """Do once here what every job would otherwise do on its own first, and throw it away.
+
+    A first optimizer step imports torch._dynamo; a first error, anomaly mode, the diagnoser
+    and the measuring hooks import and set up their own parts. Done here, each fork starts
+    with them loaded, as the second of several scenarios in one interpreter would, and from
+    a state no scenario has touched.
+    """
+    job = {"id": "warm-up", "file": "<warm-up>", "source": WARM_UP}
+    with contextlib.redirect_stdout(io.StringIO()):
+        run_job(job)
+        run_loop(dict(job, id="loop warm-up"))
+    linecache.cache.pop(job["file"], None)
+
+
+def serve(jobs, repro, send, channel, parallel):
+    """Run each job in a fork of this process, `parallel` at a time; report them in order.
+
+    A job kills what it started before it ends; what a job that crashed left behind comes back
+    to this process (a subreaper) and is killed as soon as the job has ended.
+    """
+    spare = Spare(jobs, repro, channel)
+    running, ended = {}, {}
+    started = reported = 0
+    while reported < len(jobs):
+        while started < len(jobs) and len(running) < parallel:
+            spare.start(started)
+            send({"event": "start", "id": jobs[started]["id"]})
+            running[spare.pid] = (started, spare)
+            spare = Spare(jobs, repro, channel)
+            started += 1
+        pid, status = CHILDREN.wait()
+        if pid in running:
+            number, fork = running.pop(pid)
+            ended[number] = fork.finish(status)
+        CHILDREN.kill_all_but([spare.pid, *running])  # orphans of a job that died
+        while reported in ended:
+            done = {"event": "done", "id": jobs[reported]["id"]}
+            done.update(ended.pop(reported))
+            send(done)
+            reported += 1
+    spare.dismiss(CHILDREN)
+
+
 def main():
-    """Serve one request from stdin."""
+    """Serve one request: import torch once, then run every job in its own fork."""
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _stop_server)
+    die_with_parent(signal.SIGTERM)  # the build died: clean up as for SIGTERM
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
+    channel_fd = int(sys.argv[1])
+    if UNSET_TUNABLES in sys.argv[2:]:
+        del os.environ["GLIBC_TUNABLES"]  # set for this process's malloc, not the scenarios'
+
     request = json.loads(sys.stdin.read())
-    channel = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)  # stray writes to fd 1 (C++ or scenarios) go to stderr, not the channel
-    sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", closefd=False), write_through=True)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    channel = os.fdopen(channel_fd, "w")
 
     def send(message):
         channel.write(json.dumps(message, sort_keys=True) + "\n")
         channel.flush()
 
-    sys.path.insert(0, request["repro"])
+    repro = request["repro"]
+    sys.path.insert(0, repro)
     import torch
 
+    torch.set_num_threads(1)  # before any op: no intra-op pool to break in the forks
     for name, module in sorted(request.get("modules", {}).items()):
         install_module(name, module["file"], module["source"])
-
-    torch.set_num_threads(1)
+    warm_up()
     send({"event": "ready", "environment": environment()})
-    for job in request["jobs"]:
-        send({"event": "start", "id": job["id"]})
-        run = run_loop if job["id"].startswith(LOOP_JOBS) else run_job
-        send({"event": "done", "id": job["id"], "result": run(job)})
+    import gc
+
+    gc.freeze()  # the forks share these objects' pages instead of copying them
+    parallel = max(1, min(4, os.cpu_count() or 1))  # each job: one thread, its own process
+    serve(request["jobs"], repro, send, channel_fd, parallel)
     return 0
 
 

@@ -224,6 +224,20 @@ def load(repro):
     return Repro(scenarios, sources, builder, repro)
 
 
+def changed(repro):
+    """The names of the files whose text on disk is no longer the text `repro` read."""
+    found = []
+    for name, text in sorted(repro.sources.items()):
+        path = DIAGNOSER_FILE if name == DIAGNOSER else repro.folder / name
+        try:
+            now = Path(path).read_text(encoding="utf-8")  # as load() read it
+        except (OSError, UnicodeDecodeError):
+            now = None
+        if now != text:
+            found.append(name)
+    return found
+
+
 def load_loop_builder(repro):
     """repro/loop.py as a module, or None where there is none."""
     return load(repro).builder

@@ -1,11 +1,78 @@
 """Render and write: the last stage of a build, shared by a capture and a recapture."""
 
+import contextlib
+import re
+import signal
+import threading
 import time
 from pathlib import Path
 
+from markupsafe import escape
+
 from . import drift, manifest
 from . import snapshot as snap
-from .errors import REWRITE, ClaimError
+from .errors import EXIT_INTERRUPTED, REWRITE, ClaimError, PageError, Stopped
+
+TEMPLATE = Path(__file__).resolve().parent.parent / "templates" / "page.html.j2"
+# Control characters a scenario may print, shown as visible symbols on the page: C0 as the
+# Unicode control pictures (ESC as U+241B), DEL as U+2421, C1 as a \x9b escape. Tab and newline
+# are text. Snapshots keep the exact characters.
+VISIBLE = {
+    **{code: 0x2400 + code for code in range(0x20) if chr(code) not in "\t\n"},
+    0x7F: 0x2421,
+    **{code: f"\\x{code:02x}" for code in range(0x80, 0xA0)},
+}
+
+
+def visible(text):
+    """Replace control characters with visible stand-ins; the rest of the text is unchanged."""
+    return text.translate(VISIBLE)
+
+
+def check_page(html, snapshots, repro):
+    """Stop unless the page has every declared scenario's anchor and every line it printed."""
+    shown = f"templates/{TEMPLATE.name}"
+    for scenario in repro.scenarios:
+        if f'id="s-{scenario.id}"' not in html:
+            raise PageError(
+                TEMPLATE,
+                f"places no element with id=\"s-{scenario.id}\" for scenario '{scenario.id}' of "
+                f"repro/scenarios.toml, so the page would link to nothing and leave out its "
+                f"printed lines; add {{{{ scenario(s.{scenario.id}) }}}} to {shown} where it "
+                "belongs; nothing was written",
+            )
+    path, snapshot = snapshots[-1]
+    for scenario in repro.scenarios:
+        for output in snapshot.scenarios[scenario.id].outputs:
+            for line in output.text.split("\n"):
+                if line.strip() and str(escape(visible(line))) not in html:
+                    raise PageError(
+                        TEMPLATE,
+                        f"does not show the line {line!r} that scenario '{scenario.id}' printed "
+                        f"(line {output.line} of repro/{scenario.id}.py, in {path.name}); the page "
+                        f"shows every printed line: show them in {shown}; nothing was written",
+                    )
+
+
+LEFTOVER = re.compile(r"\.(index\.html|torch-[0-9.]+\.json)\.[A-Za-z0-9_]{8}")
+
+
+def remove_leftovers(folders, say):
+    """Remove the temporary files a build stopped while writing left (SIGKILL, power loss).
+
+    Its snapshots were renamed into place before its page, so the page this build writes
+    from the snapshots makes the pair agree again.
+    """
+    for folder in sorted(set(folders)):
+        if not folder.is_dir():
+            continue
+        for leftover in sorted(folder.iterdir()):
+            if LEFTOVER.fullmatch(leftover.name) and leftover.is_file():
+                leftover.unlink(missing_ok=True)
+                say(
+                    f"notice: removed {leftover}, left by a build stopped while writing; "
+                    "this build writes the page again from the snapshots"
+                )
 
 
 def explain(error, previous, fresh):
@@ -26,13 +93,39 @@ def explain(error, previous, fresh):
     )
 
 
+def _shown(path):
+    """A path as the user would type it: relative to the working folder when inside it."""
+    try:
+        return Path(path).resolve().relative_to(Path.cwd())
+    except ValueError:
+        return path
+
+
+HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def signals_held():
+    """Hold back stop signals while files are written; one that came is acted on after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD)  # a held signal's handler runs here
+
+
 def publish(snapshots, placed, repro, out, say):
     """Render, then write the changed snapshots and the page together, or nothing.
 
     `placed` lists the fresh captures among `snapshots` (snapshot.Placed); a claim that fails
-    is reported with the capture change behind it.
+    is reported with the capture change behind it. A stop signal (Ctrl-C, SIGTERM, SIGHUP) that
+    comes once the files are being written waits until they are; the build then stops saying
+    so (Stopped with written=True).
     """
-    from .render import page_stats, render_page
+    from .render import render_page
 
     started = time.perf_counter()
     try:
@@ -40,9 +133,29 @@ def publish(snapshots, placed, repro, out, say):
     except ClaimError as error:
         explained = (explain(error, item.previous, item.fresh) for item in placed)
         raise next((e for e in explained if e is not error), error) from None
+    html = visible(html)
+    check_page(
+        html, snapshots, repro if isinstance(repro, manifest.Repro) else manifest.load(repro)
+    )
     page = out / "index.html"
     writes = [(item.path, snap.dumps(item.fresh)) for item in placed if item.written]
-    snap.write_all([*writes, (page, html)])
+    written = False
+    try:
+        with signals_held():
+            remove_leftovers([out, *(path.parent for path, _ in snapshots)], say)
+            snap.write_all([*writes, (page, html)])  # all or nothing, even on OSError
+            written = True
+            _report(placed, page, html, snapshots, started, say)
+    except KeyboardInterrupt:
+        raise Stopped(EXIT_INTERRUPTED, "interrupted", written=written) from None
+    except Stopped as stop:
+        raise Stopped(stop.exit_code, stop.how, written=written) from None
+
+
+def _report(placed, page, html, snapshots, started, say):
+    """Say what was written, the drift, which snapshot the page leads with, and its prose."""
+    from .render import page_stats
+
     for item in placed:
         say(f"wrote {item.path}" if item.written else f"unchanged: {item.path}")
         if item.written and item.previous is not None:
@@ -52,6 +165,8 @@ def publish(snapshots, placed, repro, out, say):
             say(report.rstrip("\n"))
     size = len(html.encode("utf-8"))
     say(f"wrote {page} ({size:,} bytes) in {time.perf_counter() - started:.2f} s")
+    lead, newest = snapshots[-1]
+    say(f"page leads with torch {newest.environment.torch} ({_shown(lead)})")
     stats = page_stats(html)
     say(
         f"prose: {stats.words:,} words (target under 1,600); "

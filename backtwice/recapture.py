@@ -35,7 +35,14 @@ NAME = re.compile(r"torch-(\d+\.\d+\.\d+)\.json")
 PIN = re.compile(r"torch==(\d+\.\d+\.\d+)")
 # torch before 2.3 was built against numpy 1 and warns at import under numpy 2.
 NUMPY_1, NUMPY_2 = "numpy==1.26.4", "numpy==2.4.6"
-PROBE = "import numpy, torch; print(torch.__version__)"
+# A venv without torch (a bare one) is installed into, not refused: find torch before numpy.
+PROBE = (
+    "import importlib.util, sys\n"
+    "if importlib.util.find_spec('torch') is None:\n"
+    "    sys.exit(print('no torch'))\n"
+    "import numpy, torch\n"
+    "print(torch.__version__)"
+)
 
 
 @dataclass(frozen=True)
@@ -94,7 +101,8 @@ def probe(python):
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InputError(python, f"cannot be run ({exc}); remove its environment") from None
     if done.returncode == 0:
-        return done.stdout.strip().split("+")[0]
+        found = done.stdout.strip()
+        return None if found == "no torch" else found.split("+")[0]
     last = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
     if "No module named 'torch'" in last:
         return None
@@ -212,12 +220,26 @@ def _run(command, folder, what):
         raise InstallError(folder, f"{what} failed ({last}); nothing was written")
 
 
+def check_envs(envs):
+    """Stop before planning if --envs or a folder above it is a file."""
+    for folder in (Path(envs), *Path(envs).parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise InputError(
+                    folder,
+                    "is a file, not a folder; give --envs a folder for the capture "
+                    "environments; nothing was written",
+                )
+            return
+
+
 def recapture(added, snapshots, repro, out, envs, pyproject, say, dry_run=False):
     """Make or reuse an environment per kept version (and `added`), capture each, then write
     the snapshots and render the page."""
     from .capture import capture
 
     repro = manifest.load(repro)
+    check_envs(envs)
     planned = plan(kept_versions(snapshots, pinned_torch(pyproject), added), envs)
     for line in describe(planned, envs):
         say(line)

@@ -1,6 +1,8 @@
 """The snapshot: what one capture recorded, as frozen dataclasses and deterministic JSON."""
 
 import dataclasses
+import functools
+import hashlib
 import json
 import os
 import tempfile
@@ -249,46 +251,79 @@ def dumps(snapshot):
     return json.dumps(to_data(snapshot), indent=2, ensure_ascii=False, sort_keys=True) + "\n"
 
 
-def _load(kind, data, where):
-    """Build `kind` from JSON data, naming the field path of anything wrong."""
+@functools.cache
+def _shape(kind):
+    """How to read a type, worked out once per type: (form, detail).
+
+    Loading a snapshot builds thousands of objects of a dozen classes; their type hints are
+    resolved here once per class, not once per object.
+    """
     if kind is Any:
-        return data
+        return "any", None
     origin = typing.get_origin(kind)
     if origin in (types.UnionType, typing.Union):
-        options = typing.get_args(kind)
-        if data is None and type(None) in options:
-            return None
-        (inner,) = [option for option in options if option is not type(None)]
-        return _load(inner, data, where)
+        (inner,) = [option for option in typing.get_args(kind) if option is not type(None)]
+        return "optional", inner
     if dataclasses.is_dataclass(kind):
+        hints = typing.get_type_hints(kind)
+        return "dataclass", tuple(
+            (field.name, hints[field.name]) for field in dataclasses.fields(kind)
+        )
+    if origin is tuple:
+        return "tuple", typing.get_args(kind)[0]
+    if origin is dict:
+        return "dict", typing.get_args(kind)[1]
+    return "plain", {bool: (bool,), int: (int,), float: (int, float), str: (str,)}[kind]
+
+
+def _load(kind, data, where):
+    """Build `kind` from JSON data, naming the field path of anything wrong."""
+    form, detail = _shape(kind)
+    if form == "any":
+        return data
+    if form == "optional":
+        return None if data is None else _load(detail, data, where)
+    if form == "dataclass":
         if not isinstance(data, dict):
             raise ValueError(f"field '{where}' should be an object")
-        hints = typing.get_type_hints(kind)
         values = {}
-        for field in dataclasses.fields(kind):
-            path = f"{where}.{field.name}" if where else field.name
-            if field.name not in data:
+        for name, hint in detail:
+            path = f"{where}.{name}" if where else name
+            if name not in data:
                 raise ValueError(f"field '{path}' is missing")
-            values[field.name] = _load(hints[field.name], data[field.name], path)
+            values[name] = _load(hint, data[name], path)
         return kind(**values)
-    if origin is tuple:
+    if form == "tuple":
         if not isinstance(data, list):
             raise ValueError(f"field '{where}' should be a list")
-        inner = typing.get_args(kind)[0]
-        return tuple(_load(inner, item, f"{where}[{i}]") for i, item in enumerate(data))
-    if origin is dict:
+        return tuple(_load(detail, item, f"{where}[{i}]") for i, item in enumerate(data))
+    if form == "dict":
         if not isinstance(data, dict):
             raise ValueError(f"field '{where}' should be an object")
-        inner = typing.get_args(kind)[1]
-        return {key: _load(inner, item, f"{where}.{key}") for key, item in data.items()}
-    expected = {bool: (bool,), int: (int,), float: (int, float), str: (str,)}[kind]
-    if not isinstance(data, expected) or (kind is int and isinstance(data, bool)):
+        return {key: _load(detail, item, f"{where}.{key}") for key, item in data.items()}
+    if not isinstance(data, detail) or (kind is int and isinstance(data, bool)):
         raise ValueError(f"field '{where}' should be of type {kind.__name__}")
     return data
 
 
+_PARSED = {}  # sha256 of a snapshot's text -> the Snapshot read from it
+
+
 def parse(text, path):
-    """Read a snapshot from its JSON text; `path` names it in errors."""
+    """Read a snapshot from its JSON text; `path` names it in errors.
+
+    A text read before is not parsed again (a build reads the folder while the capture
+    interpreter starts, then again to place its capture); snapshots are frozen.
+    """
+    key = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    if key not in _PARSED:
+        if len(_PARSED) >= 16:
+            _PARSED.clear()  # a folder's worth is enough, not every text ever read
+        _PARSED[key] = _parse(text, path)
+    return _PARSED[key]
+
+
+def _parse(text, path):
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -444,28 +479,29 @@ def write_all(files):
 
     Every text is first written to a temporary file beside its path; only when all are staged
     are they renamed into place. If staging or a rename fails, the temporary files are removed
-    and the files already renamed are put back, so every path is left as it was.
+    and the files already renamed are put back, so every path is left as it was. A path that is
+    a symlink is written through it: the file it names is replaced and the link stays a link.
     """
-    files = [(Path(path), text) for path, text in files]
+    files = [(Path(path), Path(os.path.realpath(path)), text) for path, text in files]
     staged, renamed = [], []
     where = None
     try:
-        for path, text in files:
+        for path, real, text in files:
             where = path
-            staged.append((path, _stage(path, text)))
-        backups = {path: (path.read_bytes() if path.is_file() else None) for path, _ in staged}
-        for path, tmp in staged:
+            staged.append((path, real, _stage(real, text)))
+        backups = {real: (real.read_bytes() if real.is_file() else None) for _, real, _ in staged}
+        for path, real, tmp in staged:
             where = path
-            os.replace(tmp, path)
-            renamed.append(path)
+            os.replace(tmp, real)
+            renamed.append(real)
     except BaseException as exc:
-        for _, tmp in staged:
+        for _, _, tmp in staged:
             tmp.unlink(missing_ok=True)
-        for path in renamed:
-            if backups[path] is None:
-                path.unlink(missing_ok=True)
+        for real in renamed:
+            if backups[real] is None:
+                real.unlink(missing_ok=True)
             else:
-                path.write_bytes(backups[path])
+                real.write_bytes(backups[real])
         if isinstance(exc, OSError):
             reason = exc.strerror or type(exc).__name__
             raise OutputError(where, f"cannot be written ({reason}); nothing was changed") from None

@@ -281,3 +281,47 @@ def test_memory_hooks_keep_torchs_inplace_check():
     # Without the version check, a pass-through hook pair lets the same graph run silently.
     assert sigmoid_then_modified((pass_through, pass_through))[1] == "runs"
     assert torch.is_grad_enabled()
+
+
+MEDDLES = """\
+import os
+import torch
+
+print("starts in its own folder:", os.getcwd() == os.path.dirname(os.path.abspath(__file__)))
+print("environment:", os.environ.get("BACKTWICE_MEDDLED"), os.environ.get("GLIBC_TUNABLES"))
+print("default dtype:", torch.get_default_dtype(), torch.ones(1).dtype)
+print("sum:", (torch.arange(4) / 3).sum())
+with open(f"/proc/{{os.getppid()}}/status") as status:  # forked from one thread: no pool to break
+    print("threads where it was forked from:", status.read().split("Threads:")[1].split()[0])
+os.environ["BACKTWICE_MEDDLED"] = "{ident}"
+os.chdir("/")
+torch.set_default_dtype(torch.float64)
+"""
+
+
+def test_scenarios_start_clean_whatever_ran_before_and_wherever_the_build_runs(
+    tmp_path, monkeypatch
+):
+    # Each scenario changes the environment, the working folder and torch's default dtype;
+    # none of it reaches the next one, in either order, nor does the caller's folder.
+    monkeypatch.delenv("BACKTWICE_MEDDLED", raising=False)
+    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    snapshots = []
+    for order in (("first", "second"), ("second", "first")):
+        folder = tmp_path / "-".join(order)
+        folder.mkdir()
+        monkeypatch.chdir(folder)  # the caller's folder differs each time too
+        repro = write_repro(
+            folder / "repro",
+            {ident: ("runs", MEDDLES.format(ident=ident), 30) for ident in order},
+        )
+        captured = capture(repro, say=lambda _: None, today="2026-01-01")
+        snapshots.append({k: snap.to_data(v) for k, v in captured.scenarios.items()})
+    assert snapshots[0] == snapshots[1]
+    assert [o["text"] for o in snapshots[0]["first"]["outputs"]] == [
+        "starts in its own folder: True",
+        "environment: None None",  # the harness's own malloc setting is not the scenario's
+        "default dtype: torch.float32 torch.float32",
+        "sum: tensor(2.)",
+        "threads where it was forked from: 1",
+    ]

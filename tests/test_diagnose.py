@@ -315,9 +315,18 @@ def test_context_manager_reports_in_process(tmp_path, capsys):
     assert torch.autograd.backward.__module__ == "torch.autograd"
 
 
-@pytest.mark.parametrize(
-    "python", [p for p in os.environ.get("DIAGNOSE_PYTHONS", "").split(os.pathsep) if p]
-)
+OTHER_PYTHONS = [p for p in os.environ.get("DIAGNOSE_PYTHONS", "").split(os.pathsep) if p] or [
+    pytest.param(
+        None,
+        marks=pytest.mark.skip(
+            reason="set DIAGNOSE_PYTHONS=/path/to/torch-X/bin/python[:...] to run the cases "
+            "under other torch versions"
+        ),
+    )
+]
+
+
+@pytest.mark.parametrize("python", OTHER_PYTHONS)
 def test_cases_under_other_torch(python):
     # DIAGNOSE_PYTHONS=/path/to/torch-2.0.1/bin/python:... runs every case with that torch.
     for name in RAISING:

@@ -4,6 +4,8 @@ Each case runs build.py as a user would and checks the exit code, that stderr is
 line with no traceback, and that the snapshot and the page are byte-identical afterwards.
 """
 
+import contextlib
+import ctypes
 import json
 import os
 import shutil
@@ -20,6 +22,7 @@ from backtwice import snapshot as snap
 from backtwice.errors import (
     EXIT_CAPTURE,
     EXIT_CLAIM,
+    EXIT_HUNG_UP,
     EXIT_INPUT,
     EXIT_INTERRUPTED,
     EXIT_OUTPUT,
@@ -32,6 +35,7 @@ from .conftest import REPRO, ROOT, committed_path, doctor_file
 from .test_cli import build
 
 OLD_PAGE = "the old page\n"
+PR_SET_CHILD_SUBREAPER = 36
 
 
 @pytest.fixture
@@ -51,12 +55,74 @@ def repro_copy(tmp_path):
     return folder
 
 
+@pytest.fixture(autouse=True, scope="module")
+def subreaper():
+    """Make this test process a child subreaper while these tests run: whatever a build leaves
+    running, detached or not, becomes our child, where survivors() finds it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    yield
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+
+
+EARLIER = set()  # this process's children before the test began (a browser other tests use)
+
+
+@pytest.fixture(autouse=True)
+def earlier_children():
+    """Note the children this process had before the test, which are not the build's."""
+    EARLIER.clear()
+    EARLIER.update(_children())
+
+
+def _children():
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", encoding="utf-8") as handle:
+                    stat = handle.read()
+            except OSError:
+                continue
+            if int(stat[stat.rindex(")") + 2 :].split()[1]) == os.getpid():
+                found.append(int(name))
+    return found
+
+
+def survivors(within=5.0):
+    """The processes a finished build left running (they come to this process, a subreaper)."""
+    end = time.monotonic() + within
+    while True:
+        left = []
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{name}/stat", encoding="utf-8") as handle:
+                    stat = handle.read()
+            except OSError:
+                continue
+            state, parent = stat[stat.rindex(")") + 2 :].split()[:2]
+            if int(parent) != os.getpid() or int(name) in EARLIER:
+                continue
+            if state == "Z":  # ended; reap it, as init would
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(int(name), os.WNOHANG)
+            else:
+                left.append(int(name))
+        if not left or time.monotonic() > end:
+            return left
+        time.sleep(0.05)
+
+
 def one_line(result, code):
-    """Assert the exit code and a single `error: ...` line on stderr; return the line."""
+    """Assert the exit code, a single `error: ...` line on stderr and no process left running;
+    return the line."""
     assert result.returncode == code, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert survivors() == [], "the build left processes running"
     return lines[0]
 
 
@@ -227,10 +293,11 @@ def test_the_hash_is_of_the_text_that_ran(tmp_path):
     (folder / "scenarios.toml").write_text('[[scenario]]\nid = "one"\nexpect = "runs"\n')
     (folder / "one.py").write_text('print("first", 1)\n', encoding="utf-8")
     repro = manifest.load(folder)
+    assert repro.hashes()["one.py"] == manifest.sha256('print("first", 1)\n')
     (folder / "one.py").write_text('print("second", 2)\n', encoding="utf-8")  # edited mid-capture
-    result = capture_module.capture(repro, say=lambda message: None, today="2026-01-01")
-    assert result.scenarios["one"].outputs[0].text == "first 1"
-    assert result.sources["one.py"] == manifest.sha256('print("first", 1)\n')
+    with pytest.raises(InputError) as caught:
+        capture_module.capture(repro, say=lambda message: None, today="2026-01-01")
+    assert str(caught.value).startswith(f"{folder / 'one.py'}: changed while the scenarios ran")
 
 
 # The manifest ------------------------------------------------------------------------------
@@ -317,11 +384,69 @@ def test_a_scenario_that_prints_too_much_is_stopped(tmp_path, snapshots_copy, si
 
 
 HANGS = """\
-import os, time
+import os, subprocess, threading, time
+detached = subprocess.Popen(["sleep", "300"], start_new_session=True)
+forked = os.fork()
+if forked == 0:  # a daemon made by hand: it holds every file the scenario had open
+    os.setsid()
+    time.sleep(300)
+    os._exit(0)
+threaded = []  # a process started from another thread is that thread's child
+worker = threading.Thread(target=lambda: threaded.append(subprocess.Popen(["sleep", "300"])))
+worker.start()
+worker.join()
 with open({pidfile!r}, "w") as handle:
-    handle.write(str(os.getpid()))
-time.sleep(120)
+    handle.write(f"{{os.getpid()}} {{os.getppid()}} {{detached.pid}} {{forked}} {{threaded[0].pid}}")
+time.sleep({sleep})
 """
+
+
+def start_build(repro, folder, site, sleep=120, pidfile=None):
+    """Start build.py on a one-scenario repro/ that starts two detached processes; return
+    (the build's Popen, the pid file the scenario writes)."""
+    pidfile = pidfile or repro.parent / "pids"
+    repro.mkdir()
+    (repro / "scenarios.toml").write_text('[[scenario]]\nid = "hangs"\nexpect = "runs"\n')
+    (repro / "hangs.py").write_text(
+        HANGS.format(pidfile=str(pidfile), sleep=sleep), encoding="utf-8"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "build.py"), "--repro", repro, "--snapshots", folder]
+        + ["--out", site],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    return proc, pidfile
+
+
+def read_pids(pidfile, deadline=120):
+    """Wait for the scenario's pid file: (scenario, capture interpreter, setsid child, fork,
+    a thread's child)."""
+    end = time.monotonic() + deadline
+    while not (pidfile.exists() and len(pidfile.read_text().split()) == 5):
+        assert time.monotonic() < end, "the scenario never started"
+        time.sleep(0.05)
+    return [int(pid) for pid in pidfile.read_text().split()]
+
+
+def alive(pid):
+    """Whether a process runs (a zombie, ended and waiting to be reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
+            stat = handle.read()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+def none_survive(pids, within=10.0):
+    """Assert every process is gone within a few seconds."""
+    end = time.monotonic() + within
+    while any(alive(pid) for pid in pids) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert not [pid for pid in pids if alive(pid)], "processes outlived the build"
 
 
 @pytest.mark.parametrize(
@@ -329,51 +454,59 @@ time.sleep(120)
     [
         (signal.SIGINT, EXIT_INTERRUPTED, "interrupted"),
         (signal.SIGTERM, EXIT_TERMINATED, "terminated"),
+        (signal.SIGHUP, EXIT_HUNG_UP, "hung up"),
     ],
-    ids=["ctrl-c", "sigterm"],
+    ids=["ctrl-c", "sigterm", "sighup"],
 )
-def test_a_signal_stops_the_child_and_writes_nothing(
+def test_a_signal_stops_the_child_and_all_it_started_and_writes_nothing(
     tmp_path, snapshots_copy, site, signum, code, how
 ):
     folder, path = snapshots_copy
     before = path.read_bytes()
-    pidfile = tmp_path / "child.pid"
-    repro = tmp_path / "repro"
-    repro.mkdir()
-    (repro / "scenarios.toml").write_text('[[scenario]]\nid = "hangs"\nexpect = "runs"\n')
-    (repro / "hangs.py").write_text(HANGS.format(pidfile=str(pidfile)), encoding="utf-8")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            str(ROOT / "build.py"),
-            "--repro",
-            repro,
-            "--snapshots",
-            folder,
-            "--out",
-            site,
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 120
-    while not (pidfile.exists() and pidfile.read_text()) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    child = int(pidfile.read_text())
+    proc, pidfile = start_build(tmp_path / "repro", folder, site)
+    pids = read_pids(pidfile)
     proc.send_signal(signum)
     stdout, stderr = proc.communicate(timeout=60)
     result = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
     assert one_line(result, code) == (
         f"error: {how}; the capture was stopped and nothing was written"
     )
-    for _ in range(50):
-        if not os.path.exists(f"/proc/{child}"):
-            break
-        time.sleep(0.1)
-    assert not os.path.exists(f"/proc/{child}"), "the harness child outlived the build"
+    none_survive(pids)
     unchanged(folder, path, before, site)
+
+
+def test_a_killed_build_takes_the_capture_and_all_it_started_with_it(
+    tmp_path, snapshots_copy, site
+):
+    folder, path = snapshots_copy
+    before = path.read_bytes()
+    proc, pidfile = start_build(tmp_path / "repro", folder, site)
+    pids = read_pids(pidfile)
+    proc.kill()
+    proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    none_survive(pids)
+    assert survivors() == []
+    unchanged(folder, path, before, site)
+
+
+def test_detached_processes_end_with_their_scenario_and_the_capture_finishes(tmp_path):
+    repro = tmp_path / "repro"
+    repro.mkdir()
+    pidfile = tmp_path / "pids"
+    (repro / "scenarios.toml").write_text(
+        '[[scenario]]\nid = "hangs"\nexpect = "runs"\n\n[[scenario]]\nid = "after"\nexpect = "runs"\n'
+    )
+    (repro / "hangs.py").write_text(HANGS.format(pidfile=str(pidfile), sleep=0), encoding="utf-8")
+    (repro / "after.py").write_text("print('after')\n", encoding="utf-8")
+    started = time.monotonic()
+    said = []
+    result = capture_module.capture(repro, say=said.append)
+    assert time.monotonic() - started < 60
+    assert said[0].startswith("ran 2 scenarios and loops in ")
+    assert result.scenarios["after"].outputs[0].text == "after"
+    none_survive(read_pids(pidfile)[2:], within=1)  # gone when the scenario ended
+    assert survivors(within=1) == []
 
 
 # Snapshots a recapture would replace -------------------------------------------------------
@@ -430,3 +563,315 @@ def test_the_drift_report_names_files_captured_from_other_text(snapshot_data):
         "  no scenario or loop changed",
         "  files captured from other text than before: c2_detach.py",
     ]
+
+
+# What a scenario prints or does to the capture -------------------------------------------
+
+
+def one_scenario(tmp_path, source, ident="one", expect="runs"):
+    """A repro/ folder with one scenario."""
+    repro = tmp_path / "repro"
+    repro.mkdir(exist_ok=True)
+    (repro / "scenarios.toml").write_text(f'[[scenario]]\nid = "{ident}"\nexpect = "{expect}"\n')
+    (repro / f"{ident}.py").write_text(source, encoding="utf-8")
+    return repro
+
+
+@pytest.mark.parametrize(
+    ("source", "code", "message"),
+    [
+        (
+            "print('caf\\udce9')\n",
+            EXIT_CAPTURE,
+            "scenario 'one' printed or raised text holding \\udce9, a lone surrogate",
+        ),
+        (
+            "import os\nos.write(2, b'last words \\xff\\xfe\\n')\nos._exit(3)\n",
+            EXIT_CAPTURE,
+            "scenario 'one' crashed the capture interpreter: it exited with code 3 "
+            "(last words \\xff\\xfe); nothing was written",
+        ),
+        (
+            "with open(__file__, 'a', encoding='utf-8') as me:\n    me.write('# edited\\n')\n",
+            EXIT_INPUT,
+            "one.py: changed while the scenarios ran, so the capture is of text that is no "
+            "longer there; run the build again once nothing writes into repro/; nothing was written",
+        ),
+    ],
+    ids=["lone-surrogate", "bytes-then-crash", "edits-repro"],
+)
+def test_a_scenario_fault_is_one_line_and_writes_nothing(
+    tmp_path, snapshots_copy, site, source, code, message
+):
+    folder, path = snapshots_copy
+    before = path.read_bytes()
+    repro = one_scenario(tmp_path, source)
+    line = one_line(build("--repro", repro, "--snapshots", folder, "--out", site), code)
+    assert line.startswith(f"error: {repro / 'one.py'}: "), line
+    assert message in line, line
+    unchanged(folder, path, before, site)
+
+
+def test_a_crash_quotes_the_crashing_scenarios_own_last_line(tmp_path):
+    repro = tmp_path / "repro"
+    repro.mkdir()
+    (repro / "scenarios.toml").write_text(
+        '[[scenario]]\nid = "talks"\nexpect = "runs"\n\n[[scenario]]\nid = "dies"\nexpect = "runs"\n'
+    )
+    (repro / "talks.py").write_text("import sys\nprint('unrelated', file=sys.stderr)\n")
+    (repro / "dies.py").write_text("import os\nos._exit(9)\n")
+    with pytest.raises(capture_module.CaptureError) as caught:
+        capture_module.capture(repro, say=lambda message: None)
+    assert str(caught.value) == (
+        f"{repro / 'dies.py'}: scenario 'dies' crashed the capture interpreter: it exited with "
+        "code 9; nothing was written"
+    )
+
+
+def test_python_naming_a_program_that_is_not_python(tmp_path, snapshots_copy, site):
+    folder, path = snapshots_copy
+    before = path.read_bytes()
+    result = build("--python", "/bin/cat", "--snapshots", folder, "--out", site)
+    line = one_line(result, EXIT_CAPTURE)
+    assert line.startswith("error: /bin/cat: exited with code 1 before it could run a scenario")
+    assert line.endswith("check that it runs; nothing was written")
+    unchanged(folder, path, before, site)
+
+
+def test_python_naming_a_wrapper_that_prints_a_banner_captures(tmp_path):
+    wrapper = tmp_path / "python-wrapper"
+    wrapper.write_text(f'#!/bin/sh\necho "Welcome to the cluster"\nexec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    repro = one_scenario(tmp_path, "print('plain', 1)\n")
+    result = capture_module.capture(repro, python=str(wrapper), say=lambda message: None)
+    assert [o.text for o in result.scenarios["one"].outputs] == ["plain 1"]
+    assert survivors() == []
+
+
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["recapture", "dry-run"])
+def test_envs_naming_a_file(tmp_path, snapshots_copy, site, dry_run):
+    folder, path = snapshots_copy
+    before = path.read_bytes()
+    target = tmp_path / "a-file"
+    target.write_text("keep me", encoding="utf-8")
+    args = ["--recapture", "--envs", target, *dry_run, "--snapshots", folder, "--out", site]
+    result = build(*args)
+    assert one_line(result, EXIT_INPUT) == (
+        f"error: {target}: is a file, not a folder; give --envs a folder for the capture "
+        "environments; nothing was written"
+    )
+    assert result.stdout == ""  # no plan to create anything inside a file
+    assert target.read_text(encoding="utf-8") == "keep me"
+    unchanged(folder, path, before, site)
+
+
+def test_a_bare_venv_in_envs_is_installed_into(tmp_path, snapshots_copy, site):
+    from backtwice import recapture
+
+    folder, _ = snapshots_copy
+    version = recapture.pinned_torch(ROOT / "pyproject.toml")
+    venv = tmp_path / "envs" / f"torch-{version}"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    result = build("--recapture", "--envs", tmp_path / "envs", "--dry-run", "--snapshots", folder)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    pins = " ".join(recapture.requirements(version))
+    assert f"  torch {version}: pip install {pins} into {venv}\n" in result.stdout
+
+
+def test_stdout_closed_early_is_one_notice_and_the_build_goes_on(tmp_path, snapshots_copy):
+    folder, path = snapshots_copy
+    out = tmp_path / "site"
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "build.py"), "--render-only"]
+        + ["--snapshots", str(folder), "--out", str(out)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    proc.stdout.close()  # as `| head -1` does once it has its line
+    with proc.stderr:
+        stderr = proc.stderr.read()
+    proc.wait(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert stderr == (
+        "notice: stdout was closed before the build finished (broken pipe); the build went on "
+        "to the end without printing\n"
+    )
+    assert (out / "index.html").stat().st_size > 10_000
+    assert survivors() == []
+
+
+# The page shows what was declared and printed ---------------------------------------------
+
+
+def test_a_declared_scenario_the_template_does_not_place_stops_the_build(
+    repro_copy, snapshots_copy, snapshot_data, site
+):
+    folder, path = snapshots_copy
+    (repro_copy / "extra.py").write_text("print('extra')\n", encoding="utf-8")
+    toml = repro_copy / "scenarios.toml"
+    toml.write_text(
+        toml.read_text(encoding="utf-8") + '\n[[scenario]]\nid = "extra"\nexpect = "runs"\n',
+        encoding="utf-8",
+    )
+    hashes = manifest.load(repro_copy).hashes()
+
+    def add_extra(data):
+        data["sources"] = hashes
+        data["scenarios"]["extra"] = {
+            **data["scenarios"]["c1_fixed"],
+            "outputs": [{"line": 1, "text": "extra", "values": ["extra"]}],
+        }
+
+    doctor_file(path, snapshot_data, add_extra)
+    before = path.read_bytes()
+    result = build("--render-only", "--repro", repro_copy, "--snapshots", folder, "--out", site)
+    line = one_line(result, EXIT_CLAIM)
+    assert line.startswith(
+        f'error: {ROOT / "templates" / "page.html.j2"}: places no element with id="s-extra" '
+        "for scenario 'extra' of repro/scenarios.toml"
+    ) or line.startswith(
+        'error: templates/page.html.j2: places no element with id="s-extra" '
+        "for scenario 'extra' of repro/scenarios.toml"
+    ), line
+    assert line.endswith(
+        "add {{ scenario(s.extra) }} to templates/page.html.j2 where it belongs; nothing was written"
+    )
+    unchanged(folder, path, before, site)
+
+
+def test_every_printed_line_must_reach_the_page(snapshot_data):
+    from backtwice.errors import PageError
+    from backtwice.publish import check_page
+
+    repro = manifest.load(REPRO)
+    snapshot = snap.parse(json.dumps(snapshot_data), "torch.json")
+    scenario = next(s for s in repro.scenarios if snapshot.scenarios[s.id].outputs)
+    anchors = "".join(f'<figure id="s-{s.id}"></figure>' for s in repro.scenarios)
+    with pytest.raises(PageError) as caught:
+        check_page(anchors, [(ROOT / "torch.json", snapshot)], repro)
+    first = snapshot.scenarios[scenario.id].outputs[0]
+    assert f"does not show the line {first.text.splitlines()[0]!r} that scenario " in str(
+        caught.value
+    )
+    from markupsafe import escape  # as the page's templates escape text
+
+    shown = "".join(
+        f"<pre>{escape(o.text)}</pre>" for run in snapshot.scenarios.values() for o in run.outputs
+    )
+    check_page(anchors + shown, [(ROOT / "torch.json", snapshot)], repro)
+
+
+def test_control_characters_are_shown_not_sent_raw(snapshots_copy, snapshot_data, site):
+    folder, path = snapshots_copy
+    text = "bell\x07 esc\x1b[31mred nul\x00 del\x7f csi\x9b cr\rend"
+
+    def print_controls(data):
+        data["scenarios"]["c1_fixed"]["outputs"].append({"line": 1, "text": text, "values": []})
+
+    written = doctor_file(path, snapshot_data, print_controls)
+    result = build("--render-only", "--snapshots", folder, "--out", site)
+    assert result.returncode == 0, result.stderr
+    html = (site / "index.html").read_text(encoding="utf-8")
+    assert "bell\u2407 esc\u241b[31mred nul\u2400 del\u2421 csi\\x9b cr\u240dend" in html
+    controls = [ch for ch in html if (ord(ch) < 32 and ch not in "\n\t") or 0x7F <= ord(ch) < 0xA0]
+    assert controls == []
+    assert path.read_text(encoding="utf-8") == written  # the snapshot keeps the exact text
+
+
+# Files a killed build left -------------------------------------------------------------------
+
+
+def test_a_build_killed_between_its_renames_is_repaired_by_the_next(snapshots_copy, site):
+    folder, path = snapshots_copy
+    before = path.read_bytes()
+    # The state SIGKILL leaves between the two renames: the snapshot in place, the page not,
+    # and its staged text in a temporary file beside it.
+    (site / ".index.html.a1b2c3d4").write_text("<html>new page</html>", encoding="utf-8")
+    (folder / f".{path.name}.k_9zz0ab").write_text("{}", encoding="utf-8")
+    result = build("--render-only", "--snapshots", folder, "--out", site)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    notices = [line for line in result.stdout.splitlines() if line.startswith("notice: ")]
+    assert sorted(notices) == [
+        f"notice: removed {leftover}, left by a build stopped while writing; this build writes "
+        "the page again from the snapshots"
+        for leftover in sorted([folder / f".{path.name}.k_9zz0ab", site / ".index.html.a1b2c3d4"])
+    ]
+    assert sorted(p.name for p in site.iterdir()) == ["index.html"]
+    assert sorted(p.name for p in folder.iterdir()) == [path.name]
+    assert path.read_bytes() == before
+    from backtwice.publish import visible
+    from backtwice.render import render_page
+
+    page = (site / "index.html").read_text(encoding="utf-8")
+    assert page == visible(render_page(snap.load_dir(folder), REPRO))
+
+
+def test_a_symlinked_snapshot_is_written_through_its_link(tmp_path):
+    target = tmp_path / "elsewhere" / "torch-2.13.0.json"
+    target.parent.mkdir()
+    target.write_text("old", encoding="utf-8")
+    link = tmp_path / "snapshots" / "torch-2.13.0.json"
+    link.parent.mkdir()
+    link.symlink_to(target)
+    snap.write_all([(link, "new")])
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert target.read_text(encoding="utf-8") == "new"
+    assert sorted(p.name for p in target.parent.iterdir()) == [target.name]
+
+
+# Newcomers -------------------------------------------------------------------------------
+
+
+def test_loading_snapshots_resolves_type_hints_once_per_class(monkeypatch):
+    import typing
+
+    calls = []
+    real = typing.get_type_hints
+    monkeypatch.setattr(typing, "get_type_hints", lambda kind: calls.append(kind) or real(kind))
+    snap._shape.cache_clear()
+    loaded = snap.load_dir(ROOT / "snapshots")
+    assert len(loaded) >= 1
+    assert len(calls) == len(set(calls)) <= 15
+
+
+def test_gitignore_covers_the_readmes_venv():
+    lines = (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()
+    assert ".venv/" in lines
+    assert "python3 -m venv .venv" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("signum", "code", "how"),
+    [
+        (signal.SIGINT, EXIT_INTERRUPTED, "interrupted"),
+        (signal.SIGTERM, EXIT_TERMINATED, "terminated"),
+        (signal.SIGHUP, EXIT_HUNG_UP, "hung up"),
+    ],
+    ids=["ctrl-c", "sigterm", "sighup"],
+)
+def test_a_signal_while_writing_waits_for_the_files_and_says_so(
+    snapshots_copy, site, monkeypatch, capsys, signum, code, how
+):
+    from backtwice import cli
+
+    folder, path = snapshots_copy
+    real = snap.write_all
+
+    def signalled_mid_write(files):
+        os.kill(os.getpid(), signum)  # arrives while the files are written
+        time.sleep(0.05)
+        real(files)
+
+    monkeypatch.setattr(snap, "write_all", signalled_mid_write)
+    assert cli.main(["--render-only", "--snapshots", str(folder), "--out", str(site)]) == code
+    err = capsys.readouterr().err
+    assert err == (
+        f"error: {how} while the build wrote its files; it finished writing them first, so "
+        "the snapshot and the page are complete\n"
+    )
+    assert (site / "index.html").read_text(encoding="utf-8").startswith("<!doctype html>")
+    assert sorted(p.name for p in site.iterdir()) == ["index.html"]
