@@ -106,15 +106,27 @@ HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 @contextlib.contextmanager
 def signals_held():
-    """Hold back stop signals while files are written; one that came is acted on after."""
+    """Hold back stop signals while files are written; one that came is acted on after.
+
+    Handlers, not a signal mask: a mask holds for one thread, and the capture's reader thread
+    may still be there to receive the signal.
+    """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
+    caught = []
+    previous = {signum: signal.signal(signum, lambda n, _: caught.append(n)) for signum in HELD}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD)  # a held signal's handler runs here
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if caught:
+            handler = previous[caught[0]]
+            if callable(handler):
+                handler(caught[0], None)  # raises Stopped or KeyboardInterrupt
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(caught[0])
 
 
 def publish(snapshots, placed, repro, out, say):
