@@ -1,15 +1,15 @@
-"""A graph network whose normalised adjacency is built once, before the loop, from learned edge weights.
+"""A graph network whose normalised adjacency is built once, before the loop, from learned weights.
 
 Rebuilt from the structure of issue-tracker reports against GNN code with learnable edge
-weights: `adj = normalize(sigmoid(edge_logits) * mask)` is computed once outside the training
-loop to save time, and every epoch's forward multiplies by it. The edge logits are in the
-optimizer, so detaching `adj` would silently stop them training; the fix: build `adj` inside
-the loop, from the current edge weights.
+weights: `norm_adj = normalize(sigmoid(edge_logits) * mask)` is computed once outside the
+training loop to save time, and every epoch's forward multiplies by it. The edge logits are in
+the optimizer, so detaching `norm_adj` would silently stop them training; the fix: build
+`norm_adj` inside the loop, from the current edge weights.
 """
 
 # expect-cause: carried-state
 # expect-where: before the loop
-# expect-fix: adj
+# expect-fix: norm_adj
 # expect-fix: inside the loop
 # expect-not-fix: detach
 import torch
@@ -30,9 +30,9 @@ class GCN(nn.Module):
         degree = weighted.sum(dim=1, keepdim=True).clamp(min=1e-6)
         return weighted / degree  # expect: forward
 
-    def forward(self, x, adj):
-        h = torch.relu(adj @ self.layer1(x))
-        return adj @ self.layer2(h)
+    def forward(self, x, norm_adj):
+        h = torch.relu(norm_adj @ self.layer1(x))
+        return norm_adj @ self.layer2(h)
 
 
 nodes = 10
@@ -40,9 +40,9 @@ mask = (torch.rand(nodes, nodes) < 0.3).float() + torch.eye(nodes)
 x, labels = torch.randn(nodes, 6), torch.randint(0, 3, (nodes,))
 model = GCN(nodes, 6, 3)
 opt = torch.optim.Adam(model.parameters(), lr=0.01)
-adj = model.adjacency(mask)
+norm_adj = model.adjacency(mask)
 for epoch in range(3):
-    loss = nn.functional.cross_entropy(model(x, adj), labels)
+    loss = nn.functional.cross_entropy(model(x, norm_adj), labels)
     opt.zero_grad()
     loss.backward()  # expect: raises frees
     opt.step()

@@ -9,7 +9,7 @@ record detached values (`loss.detach()`, or `.item()`) in the history.
 
 # expect-cause: carried-state
 # expect-fix: detach
-# expect-fix: history
+# expect-fix: .history
 import torch
 from torch import nn
 from torch.nn import functional as F

@@ -10,7 +10,7 @@ encode the keys under torch.no_grad()).
 
 # expect-cause: carried-state
 # expect-fix: detach
-# expect-fix: bank
+# expect-fix: .bank
 import copy
 
 import torch
