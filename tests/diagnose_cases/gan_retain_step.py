@@ -1,4 +1,4 @@
-"""The GAN step "fixed" with retain_graph=True: the generator's loss reads D's weights after opt_d.step().
+"""The GAN step "fixed" with retain_graph=True: G's loss reads D's weights after opt_d.step().
 
 Rebuilt from the structure of the many follow-up reports where `retain_graph=True` was added
 to the discriminator's backward to silence "backward through the graph a second time", and
