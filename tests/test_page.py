@@ -20,7 +20,9 @@ from .conftest import REPRO, SNAPSHOTS
 # each with its run fix (121,183 bytes with both). Issue 11's editing pass brought it to 105,716
 # bytes (uncoloured numbers, compact checker diffs and sentences, minified script, shorter prose);
 # the diagnoser section adds 48 KB: its prose and its whole source (about 850 lines, collapsed).
-BUDGET = 105_716 + 48_000
+# + 13 KB: the diagnoser of issues 17/19 is 51 KB of source, not 35 (the page branch replaces this
+# budget with a gzipped one).
+BUDGET = 105_716 + 48_000 + 13_000
 
 
 def inline(page, tag, attrs=""):
