@@ -116,6 +116,7 @@ class _Call:
         "previous",
         "runs",
         "fresh",
+        "seq",
     ]
 
 
@@ -353,6 +354,7 @@ class _Diagnoser:
         self.by_site = {}
         self.steps = {}
         self.lines = {}
+        self.last_pack = (None, None)
         self.first = self.last_free = self.retained = self.stepped = None
         self.report = self.reported = self.inplace = None
         self.doubles = []
@@ -420,14 +422,20 @@ class _Diagnoser:
 
     def _pack(self, tensor):
         frame = sys._getframe(1)
-        reader = _READER.get
-        while frame is not None:
-            known = reader(frame.f_code)
-            if known is None:
-                known = _is_reader(frame.f_code)
-            if known:
-                break
-            frame = frame.f_back
+        # One op (an RNN) saves many tensors from one place: look its reader's line up once.
+        key = (id(frame), frame.f_code, frame.f_lasti, self.number)
+        if key != self.last_pack[0]:
+            reader = _READER.get
+            while frame is not None:
+                known = reader(frame.f_code)
+                if known is None:
+                    known = _is_reader(frame.f_code)
+                if known:
+                    break
+                frame = frame.f_back
+            where = (frame.f_code, frame.f_lineno) if frame is not None else (None, None)
+            self.last_pack = (key, where)
+            self.lines[where] = self.number
         saved = _Saved()
         saved.tensor = tensor.detach()
         saved.version = tensor._version
@@ -435,11 +443,9 @@ class _Diagnoser:
             saved.original = lambda: tensor
         else:
             saved.original = weakref.ref(tensor)
-        saved.code = frame.f_code if frame is not None else None
-        saved.line = frame.f_lineno if frame is not None else None
+        saved.code, saved.line = self.last_pack[1]
         saved.clock = self.number
         self.packed = True
-        self.lines[saved.code, saved.line] = self.number
         return saved
 
     def _unpack(self, saved):
@@ -497,9 +503,11 @@ class _Diagnoser:
         call.fresh, self.packed = self.packed, False
         self.by_site[call.site] = (call.number, call.runs)
         self.first = self.first or call
+        call.seq = -1
         for tensor in tensors:
             if tensor.grad_fn is not None:
                 tensor.grad_fn.metadata.setdefault(ROOT, call)
+                call.seq = max(call.seq, _sequence(tensor.grad_fn))
         return call
 
     def _done(self, call, result):
@@ -514,23 +522,24 @@ class _Diagnoser:
 
     def _walk_after(self, call):
         roots = [r() for r in call.roots]
-        stack = [(t.grad_fn, False) for t in roots if t is not None and t.grad_fn is not None]
-        seen = {}
+        stack = [t.grad_fn for t in roots if t is not None and t.grad_fn is not None]
+        seen = {}  # id -> node: keeps each node's Python object, and so its id, alive
         while stack and len(seen) < WALK_LIMIT:
-            node, guarded = stack.pop()
+            node = stack.pop()
             if id(node) in seen or hasattr(node, "variable"):
                 continue
             seen[id(node)] = node
             meta = node.metadata
-            guarded = guarded or FREED in meta
+            if FREED in meta:
+                continue  # it saved tensors: torch itself guards what lies below
             earlier = meta.get(WALKED)
-            if not guarded and earlier is not None and earlier is not call:
+            if earlier is not None and earlier is not call:
                 self._double(earlier, call, node)
             elif call.retain_graph:
                 continue
             if not call.retain_graph:
                 meta[WALKED] = call
-            stack.extend((child, guarded) for child in _children(node))
+            stack.extend(_children(node))
 
     def _double(self, first, second, node):
         key = (first.site[:1], second.site[:1])
@@ -647,8 +656,16 @@ class _Diagnoser:
                     continue
                 roots.add(meta.get(ROOT))
                 mark = meta.get(FREED)
-                if mark is None and meta.get(WALKED) not in (None, call) and _dead(node):
-                    mark = (meta[WALKED], None, None, None)
+                # A value no pack hook saw (a wrapped Python number): freed by the call that
+                # last went through the node, or by the last one since it was built.
+                last = meta.get(WALKED) or self.last_free
+                if (
+                    mark is None
+                    and last not in (None, call)
+                    and last.seq > _sequence(node)
+                    and _dead(node)
+                ):
+                    mark = (last, None, None, None)
                 if mark is not None and mark[0] is not call:
                     found.append((node, mark))
                     continue

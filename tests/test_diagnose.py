@@ -386,3 +386,36 @@ def test_checker_fragments_select_checker_answers():
         ), cause
         if len(answers) == len(checker.NAMES) and not pending:
             assert "-".join(answers[name] for name in checker.NAMES) in keys, cause
+
+
+def test_notebook_extension_names_cells_and_keeps_recording(capsys):
+    # `%load_ext backtwice.diagnose` in IPython's own shell: the diagnoser stays on across
+    # cells; running the cell that calls backward again is same-loss-twice, with both cells.
+    shell_module = pytest.importorskip("IPython.core.interactiveshell")
+    shell = shell_module.InteractiveShell.instance()
+    try:
+        shell.run_cell("%load_ext backtwice.diagnose")
+        cells = [
+            "import torch\nx = torch.ones(3, requires_grad=True)\nloss = (x.exp() * 2).sum()",
+            "loss.backward()",
+            "print('again')\nloss.backward()",
+        ]
+        results = [shell.run_cell(cell, store_history=True) for cell in cells]
+        report = diagnose._active().report
+    finally:
+        shell.run_cell("%unload_ext backtwice.diagnose")
+        shell_module.InteractiveShell.clear_instance()
+    first = results[0].execution_count
+    assert results[1].error_in_exec is None
+    assert isinstance(results[2].error_in_exec, RuntimeError)
+    assert report["cause"] == "same-loss-twice"
+    lines = {e["kind"]: (e["file"], e["line"]) for e in report["lines"]}
+    assert lines == {
+        "forward": (f"In [{first}]", 3),
+        "frees": (f"In [{first + 1}]", 1),
+        "raises": (f"In [{first + 2}]", 2),
+    }
+    assert f"In [{first + 2}], line 2" in report["fix"]
+    assert f"In [{first + 1}], line 1" in report["fix"]
+    assert capsys.readouterr().err.count("cause: same-loss-twice") == 1
+    assert diagnose._active() is None
