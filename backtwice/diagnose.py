@@ -662,7 +662,7 @@ class _Diagnoser:
                 if (
                     mark is None
                     and last not in (None, call)
-                    and last.seq > _sequence(node)
+                    and (last.seq > _sequence(node) if _sequence(node) >= 0 else WALKED in meta)
                     and _dead(node)
                 ):
                     mark = (last, None, None, None)

@@ -21,6 +21,9 @@ from .conftest import ROOT
 CASES = ROOT / "tests" / "diagnose_cases"
 MODULE = [sys.executable, "-m", "backtwice.diagnose"]
 LABELLED = {"raises", "frees", "forward", "kept", "changed"}
+# Nodes that saved only a Python number below one that saved tensors are dated by their
+# sequence number, which torch 2.0 does not give Python: there these cases name other lines.
+SEQUENCE_NEEDED = {"scalar_rand_target.py", "scalar_aux_weight.py", "scalar_temperature.py"}
 # Reach answers CONTRACTS.md gives the checker that its branch adds (not yet in this checker).
 PENDING = {"reach": {"lstm-both", "frozen", "bank"}}
 
@@ -363,10 +366,17 @@ def test_cases_under_other_torch(python):
     for name in RAISING:
         lines, headers = expected(name)
         report = report_for(relative(name), python=python, cwd=ROOT)
+        if name in SEQUENCE_NEEDED and report["torch"].startswith("2.0."):
+            continue  # torch 2.0's Python nodes have no _sequence_nr to date them by
         assert report["cause"] == headers["cause"][0], name
         assert report["raised"]["line"] == lines["raises"][0], name
-        assert report["freed_by"]["line"] == lines["frees"][0], name
-        assert report["node"]["line"] == lines["forward"][0], name
+        freeing = lines.get("frees", lines.get("kept"))
+        if freeing:
+            assert report["freed_by"]["line"] == freeing[0], name
+        if "forward" in lines:
+            assert report["node"]["line"] == lines["forward"][0], name
+        for phrase in headers.get("fix", []):
+            assert phrase.lower() in report["fix"].lower(), (name, phrase)
 
 
 def test_checker_fragments_select_checker_answers():
