@@ -1,29 +1,29 @@
 """Say which backward call freed what a later one needed, where it was built, and the fix.
 
-    python -m backtwice.diagnose [--json FILE] SCRIPT [ARGS...]
+    python -m backtwice.diagnose [--json FILE] [--] SCRIPT|DIR [ARGS...]
     python diagnose.py [--json FILE] SCRIPT [ARGS...]      (this file copied next to a script)
     with diagnose(): ...                                    (around a training loop)
+    %load_ext backtwice.diagnose                            (IPython / Jupyter, every cell)
 
-SCRIPT runs as __main__ with its arguments, as `python SCRIPT ARGS` would: its output and exit
-status are its own, this tool's words go to stderr. While it runs, every backward and
-torch.autograd.grad call is recorded (a code object and a line per frame), and every saved tensor
-notes the reader's line that saved it and, when released, the call that released it. When
-"Trying to backward through the graph a second time" fires, the graph is walked once to name the
-call that raised, the call that freed what it needed, the node and its forward line, the cause
-and the fix; the report goes to stderr and onto the exception as a note, and the exception goes
-on as before. --json FILE writes the same report (also after a clean run).
-
-Only the standard library and torch; Python 3.8 and later, torch 2.0 and later.
+SCRIPT runs as `python SCRIPT ARGS` would; this tool writes to stderr only. Each backward and
+autograd.grad call notes the reader's frames, each saved tensor its line and the call that freed
+it. When "Trying to backward through the graph a second time" fires (or the in-place error after
+a retain_graph=True call), the report shows the reader's lines in source order, labelled, then
+the cause and one fix. --json FILE writes it as JSON. Standard library and torch 2.0+ only.
 """
 
+import ast
+import builtins
+import collections
 import contextlib
 import functools
+import gc
 import json
 import linecache
 import os
 import re
 import runpy
-import subprocess
+import signal
 import sys
 import sysconfig
 import tempfile
@@ -34,33 +34,42 @@ import weakref
 import torch
 
 BACKWARD_TWICE = "Trying to backward through the graph a second time"
+INPLACE = "modified by an inplace operation"
 ISSUE_13494 = "pytorch/pytorch#13494"
 PREFIX = "backtwice.diagnose: "
-FREED = "backtwice.freed"  # node.metadata key: (freeing call, code, line, clock) of what it saved
-WALKED = "backtwice.walked"  # node.metadata key: the non-retaining call that last went through it
-WALK_LIMIT = 2000  # nodes visited per call when looking for double traversals
-SEARCH_LIMIT = 200000  # nodes visited once the error fires
+FREED = "backtwice.freed"
+WALKED = "backtwice.walked"
+ROOT = "backtwice.root"
+KEY = "_backtwice_diagnoser"
+WALK_LIMIT = 2000
+SEARCH_LIMIT = 200000
 TRANSFORMS = ("grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap")
 
-# The page's checker answers for each cause, as the URL fragment that selects them; the reader
-# picks what the run cannot tell (which kind of carried state, two losses or a GAN). Keys are
-# causes, and "shared-forward/grad" where the freeing call was torch.autograd.grad.
+LATER = "#when=later&calls=one&reach={}&retain=none"
 CHECKER = {
     "same-loss-twice": "#when=first&calls=twice&reach=nothing&retain=none",
     "carried-state": "#when=later&calls=one&retain=none",
     "shared-forward": "#when=first&reach=nothing&retain=none",
     "shared-forward/grad": "#when=first&calls=grad&reach=nothing&retain=none",
     "saved-read": "#when=saved&calls=one&reach=nothing&retain=none",
+    "inplace-after-retain": "#retain=retain",
+    **{"carried-state/" + k: LATER.format(k) for k in ("rnn", "lstm", "lstm-both", "before")},
+    **{"carried-state/" + k: LATER.format(k) for k in ("frozen", "total", "kept", "bank")},
+    "carried-state/attr": LATER.format("bank"),
+    "carried-state/clear": LATER.format("kept"),
 }
 
 _HERE = os.path.normcase(os.path.abspath(__file__))
 _current_node = getattr(torch._C, "_current_autograd_node", None)
-_ACTIVE = None  # the running _Diagnoser, read by _Saved.__del__
-_READER = {}  # code object -> whether it is the reader's code (not torch, stdlib or this file)
+_STOP = set()
+_READER = {}
+
+
+def _active():
+    return getattr(torch.autograd, KEY, None)
 
 
 def _library_dirs():
-    """Folders whose code is not the reader's: torch, the standard library, site-packages."""
     found = {os.path.dirname(torch.__file__), os.path.dirname(os.__file__)}
     for key in ("stdlib", "platstdlib", "purelib", "platlib"):
         path = sysconfig.get_paths().get(key)
@@ -73,7 +82,6 @@ _LIBRARIES = _library_dirs()
 
 
 def _is_reader(code):
-    """Whether a code object belongs to the reader's code; cached per code object."""
     known = _READER.get(code)
     if known is None:
         name = code.co_filename
@@ -86,10 +94,9 @@ def _is_reader(code):
     return known
 
 
-def _site(frame):
-    """The whole stack of the reader's frames, innermost first, as (code, line) pairs."""
+def _site(frame, top=None):
     stack = []
-    while frame is not None:
+    while frame is not None and frame.f_code not in _STOP and frame is not top:
         if _is_reader(frame.f_code):
             stack.append((frame.f_code, frame.f_lineno))
         frame = frame.f_back
@@ -99,16 +106,18 @@ def _site(frame):
 class _Call:
     """One backward or autograd.grad call: small facts only, formatted after an error."""
 
-    __slots__ = ("number", "kind", "site", "retain_graph", "roots", "results", "previous")
-
-    def __init__(self, number, kind, site, retain_graph, roots, previous):
-        self.number = number
-        self.kind = kind
-        self.site = site
-        self.retain_graph = retain_graph
-        self.roots = roots
-        self.results = ()
-        self.previous = previous  # number of the previous call from the same site, or None
+    __slots__ = [
+        "number",
+        "kind",
+        "site",
+        "retain_graph",
+        "roots",
+        "results",
+        "previous",
+        "runs",
+        "fresh",
+        "seq",
+    ]
 
 
 class _Saved:
@@ -117,8 +126,7 @@ class _Saved:
     __slots__ = ("tensor", "version", "original", "code", "line", "clock")
 
     def __del__(self):
-        # Autograd drops this when it releases the node's saved values: note which call did.
-        state = _ACTIVE
+        state = _active()
         if state is None or state.current is None or _current_node is None:
             return
         try:
@@ -127,12 +135,11 @@ class _Saved:
                 meta = node.metadata
                 if FREED not in meta:
                     meta[FREED] = (state.current, self.code, self.line, self.clock)
-        except Exception:  # never let bookkeeping raise inside autograd
+        except Exception:
             pass
 
 
 def _tensors(value):
-    """The tensors in a tensor or a sequence of them."""
     if isinstance(value, torch.Tensor):
         return (value,)
     if isinstance(value, (list, tuple)):
@@ -141,20 +148,21 @@ def _tensors(value):
 
 
 def _is_node(value):
-    """Whether value is an autograd graph node (a grad_fn, or a custom Function's ctx)."""
-    return hasattr(value, "next_functions") and hasattr(value, "metadata")
+    return (
+        not isinstance(value, type)
+        and hasattr(value, "next_functions")
+        and hasattr(value, "metadata")
+    )
 
 
 def _children(node):
-    """The nodes a node's gradient flows to."""
     try:
         return [child for child, _ in node.next_functions if child is not None]
-    except Exception:  # a node type without edges
+    except Exception:
         return []
 
 
 def _sequence(node):
-    """The node's creation order (private API, guarded)."""
     try:
         return node._sequence_nr()
     except Exception:
@@ -162,20 +170,149 @@ def _sequence(node):
 
 
 def _source(filename, line):
-    """The stripped source line, or None."""
-    text = linecache.getline(filename, line).strip() if line else ""
+    text = linecache.getline(filename, line).strip() if line and filename else ""
     return text or None
 
 
-class _InplaceTemplate:
-    """Torch's own wording for a saved tensor modified in place, learnt from plain torch once."""
+def _depth(start, target, limit=3000):
+    level, seen = [start], {}
+    for depth in range(limit):
+        if not level or len(seen) > limit:
+            return None
+        if any(node is target for node in level):
+            return depth
+        seen.update((id(n), n) for n in level)
+        level = [c for n in level for c in _children(n) if id(c) not in seen]
+    return None
 
+
+def _dead(node):
+    for name in dir(node):
+        if name.startswith("_saved_"):
+            try:
+                getattr(node, name)
+            except RuntimeError as exc:
+                if BACKWARD_TWICE in str(exc):
+                    return True
+            except Exception:
+                pass
+    return False
+
+
+OPS = {
+    "Mul": ast.Mult,
+    "Div": ast.Div,
+    "Add": ast.Add,
+    "Sub": ast.Sub,
+    "Rsub": ast.Sub,
+    "Pow": ast.Pow,
+}
+
+
+def _scalar_line(node):
+    op = OPS.get(re.sub(r"Backward\d*$", "", node.name()))
+    for child in _children(node):
+        mark = child.metadata.get(FREED) if op and _is_node(child) else None
+        if mark and mark[1] is not None:
+            code, start = mark[1], mark[2]
+            tree = _parse(code.co_filename)
+            scopes = (
+                [
+                    n
+                    for n in ast.walk(tree)
+                    if getattr(n, "lineno", 0) == code.co_firstlineno and hasattr(n, "body")
+                ]
+                if tree
+                else []
+            )
+            end = scopes[0].end_lineno if scopes and code.co_name != "<module>" else 1 << 30
+            found = [
+                n.lineno
+                for n in ast.walk(tree or ast.Module(body=[]))
+                if isinstance(n, ast.BinOp)
+                and isinstance(n.op, op)
+                and start <= n.lineno <= end
+                and any(
+                    isinstance(getattr(side, "value", None), (int, float))
+                    and isinstance(side, ast.Constant)
+                    for side in (n.left, n.right)
+                )
+            ]
+            if found:
+                return code.co_filename, min(found)
+    return None, None
+
+
+def _stored(filename, line):
+    tree = _parse(filename) if filename else None
+    made = [
+        t.id
+        for n in ast.walk(tree or ast.Module(body=[]))
+        if isinstance(n, ast.Assign) and n.lineno == line
+        for target in n.targets
+        for t in ast.walk(target)
+        if isinstance(t, ast.Name)
+    ]
+    text = "".join(linecache.getlines(filename)) if made else ""
+    for n in ast.walk(tree) if made else ():
+        value = getattr(n, "value", None)
+        if isinstance(n, ast.Assign) and getattr(value, "id", None) in made:
+            for target in n.targets:
+                if isinstance(target, ast.Attribute):
+                    return ast.get_source_segment(text, target), "attr", None, 1, None
+        func = getattr(n, "func", None)
+        if isinstance(func, ast.Attribute) and func.attr in (
+            "append",
+            "appendleft",
+            "extend",
+            "put",
+        ):
+            names = [getattr(x, "id", None) for a in n.args for x in ast.walk(a)]
+            if any(name in made for name in names):
+                return ast.get_source_segment(text, func.value), "bank", None, 1, None
+    return None
+
+
+def _pair(filename, line, holder):
+    for n in ast.walk(_parse(filename) or ast.Module(body=[])):
+        if isinstance(n, ast.Assign) and n.lineno == line and isinstance(n.targets[0], ast.Tuple):
+            names = [t.id for t in ast.walk(n.targets[0]) if isinstance(t, ast.Name)]
+            used = {getattr(x, "id", None) for x in ast.walk(n.value)}
+            carried = [name for name in names if name in used]
+            if len(carried) > 1 and holder[0] in carried:
+                return ", ".join(carried), "pair", filename, 2, None
+    return None
+
+
+def _parse(filename):
+    try:
+        return ast.parse("".join(linecache.getlines(filename)))
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _assigned(filename, name, before):
+    tree = _parse(filename)
+    if tree is None:
+        return None
+    lines = sorted(
+        t.lineno
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+        for target in getattr(n, "targets", None) or [n.target]
+        for t in ast.walk(target)
+        if getattr(t, "id", None) == name or getattr(t, "attr", None) == name
+    )
+    earlier = [line for line in lines if line <= before]
+    return (earlier or lines or [None])[-1]
+
+
+class _InplaceTemplate:
     def __init__(self, backward):
         found = {}
 
         def provoke():
-            # A fresh thread has no saved-tensor hooks, so torch runs its own check.
-            x = torch.zeros(1, requires_grad=True)
+            x = torch.zeros(1, dtype=torch.float32, requires_grad=True)
             y = x.exp()
             found["name"] = y.grad_fn.name()
             y.add_(1)
@@ -189,16 +326,11 @@ class _InplaceTemplate:
         worker.join()
         pattern = r"(.*)\[torch\.FloatTensor \[1\]\], which is output 0 of (.*), is at version 1; expected version 0 instead\.(.*)"
         match = re.fullmatch(pattern, found.get("message", ""), re.S)
-        if match is None:  # unknown wording: torch 2.0's
-            self.prefix = "one of the variables needed for gradient computation has been modified by an inplace operation: "
-            self.hint = " Hint: enable anomaly detection to find the operation that failed to compute its gradient, with torch.autograd.set_detect_anomaly(True)."
-            self.strip = False
-        else:
-            self.prefix, shown, self.hint = match.groups()
-            self.strip = shown != found["name"]
+        # Torch 2.0 to 2.14 all match; anything else gets the message without its hint.
+        self.prefix, shown, self.hint = match.groups() if match else (INPLACE + ": ", "", "")
+        self.strip = match is not None and shown != found["name"]
 
     def message(self, tensor, version, owner):
-        """Torch's message for tensor saved at version; owner is (node name, output nr) or None."""
         sizes = "[" + ", ".join(str(size) for size in tensor.shape) + "]"
         text = self.prefix + "[" + tensor.type() + " " + sizes + "]"
         if owner is not None:
@@ -211,157 +343,195 @@ class _InplaceTemplate:
 class _Diagnoser:
     """Records calls and saved tensors while a script runs; reports once the error fires."""
 
-    def __init__(self, script=None, shown=None):
-        self.script = script  # absolute path of the script, shown as `shown`
+    def __init__(self, script=None, shown=None, quiet=False):
+        self.script = script
         self.shown = shown
+        self.quiet = quiet
+        self.top = None
         self.number = 0
         self.current = None
+        self.packed = False
         self.by_site = {}
-        self.report = None
-        self.reported = None
+        self.steps = {}
+        self.lines = {}
+        self.last_pack = (None, None)
+        self.first = self.last_free = self.retained = self.stepped = None
+        self.report = self.reported = self.inplace = None
         self.doubles = []
         self.double_sites = set()
         self.scan = None
-        self.aside = 0
         self.said_aside = False
         self.template = None
-        self.hooks = None
+        self.local = threading.local()
         self.patched = []
-        # The runner shows the report once, with the traceback; `with diagnose()` at once.
-        self.print_at_error = script is None
+        self.step_hook = None
         self.unprinted = None
 
-    # ---- installing and removing -------------------------------------------------------------
-
     def start(self):
-        """Wrap backward and grad, step aside around torch.func, install the saved-tensor hooks."""
-        global _ACTIVE
-        _ACTIVE = self
+        setattr(torch.autograd, KEY, self)
         self.original_backward = torch.autograd.backward
-        self.original_grad = torch.autograd.grad
-        self._patch(torch.autograd, "backward", self._wrap_backward(torch.autograd.backward))
-        self._patch(torch.autograd, "grad", self._wrap_grad(torch.autograd.grad))
+        self._patch(torch.autograd, "backward", self._wrap(torch.autograd.backward, "backward", 1))
+        self._patch(torch.autograd, "grad", self._wrap(torch.autograd.grad, "grad", 3))
         func = getattr(torch, "func", None)
         for name in TRANSFORMS:
             if func is not None and hasattr(func, name):
                 self._patch(func, name, self._aside(getattr(func, name)))
         if hasattr(torch, "vmap"):
             self._patch(torch, "vmap", self._aside(torch.vmap))
-        self.hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
-        self.hooks.__enter__()
+        graph = torch.autograd.graph
+        if hasattr(graph, "disable_saved_tensors_hooks"):
+            self._patch(
+                graph,
+                "disable_saved_tensors_hooks",
+                self._disabled(graph.disable_saved_tensors_hooks),
+            )
+        register = getattr(
+            sys.modules[torch.optim.Optimizer.__module__], "register_optimizer_step_pre_hook", None
+        )
+        if register is not None:
+            self.step_hook = register(self._stepped)
+        self._hook()
+        threading.setprofile(self._thread)
+
+    def _hook(self):
+        self.local.aside = 0
+        self.local.hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
+        self.local.hooks.__enter__()
+
+    def _thread(self, *_):
+        sys.setprofile(None)
+        if _active() is self:
+            self._hook()
 
     def _patch(self, owner, name, value):
         self.patched.append((owner, name, getattr(owner, name)))
         setattr(owner, name, value)
 
     def stop(self):
-        """Put everything back as it was."""
-        global _ACTIVE
-        if self.hooks is not None and self.aside == 0:
-            self.hooks.__exit__(None, None, None)
-        self.hooks = None
+        threading.setprofile(None)
+        if getattr(self.local, "hooks", None) is not None and self.local.aside == 0:
+            self.local.hooks.__exit__(None, None, None)
+        self.local.hooks = None
         for owner, name, value in reversed(self.patched):
             setattr(owner, name, value)
         self.patched = []
-        _ACTIVE = None
-
-    # ---- recording (cheap) ------------------------------------------------------------------
+        if self.step_hook is not None:
+            self.step_hook.remove()
+        if _active() is self:
+            delattr(torch.autograd, KEY)
 
     def _pack(self, tensor):
         frame = sys._getframe(1)
-        reader = _READER.get
-        while frame is not None:
-            known = reader(frame.f_code)
-            if known is None:
-                known = _is_reader(frame.f_code)
-            if known:
-                break
-            frame = frame.f_back
+        # One op (an RNN) saves many tensors from one place: look its reader's line up once.
+        key = (id(frame), frame.f_code, frame.f_lasti, self.number)
+        if key != self.last_pack[0]:
+            reader = _READER.get
+            while frame is not None:
+                known = reader(frame.f_code)
+                if known is None:
+                    known = _is_reader(frame.f_code)
+                if known:
+                    break
+                frame = frame.f_back
+            where = (frame.f_code, frame.f_lineno) if frame is not None else (None, None)
+            self.last_pack = (key, where)
+            self.lines[where] = self.number
         saved = _Saved()
-        # A detached alias shares data and version counter; keeping the tensor itself would
-        # make a reference cycle through its grad_fn when a node saves its own output.
         saved.tensor = tensor.detach()
         saved.version = tensor._version
         if tensor._is_view():
-            # Torch keeps a saved view alive and names its grad_fn when it reports an in-place
-            # change; a view made inside an op (a transposed weight) dies without this.
             saved.original = lambda: tensor
         else:
             saved.original = weakref.ref(tensor)
-        saved.code = frame.f_code if frame is not None else None
-        saved.line = frame.f_lineno if frame is not None else None
+        saved.code, saved.line = self.last_pack[1]
         saved.clock = self.number
+        self.packed = True
         return saved
 
     def _unpack(self, saved):
         if self.scan is not None:
             self.scan.append(saved)
         elif saved.tensor._version != saved.version:
-            # Hooks switch off torch's own check for this: raise what torch would.
+            self.inplace = (saved, _current_node() if _current_node is not None else None)
             raise RuntimeError(self._inplace_message(saved))
         return saved.tensor
 
-    def _wrap_backward(self, original):
+    def _stepped(self, optimizer, *_):
+        self.stepped = (_site(sys._getframe(1), self.top), self.number)
+        self.steps[id(optimizer)] = self.number
+
+    def _wrap(self, original, kind, at):
         @functools.wraps(original)
-        def backward(tensors, *args, **kwargs):
-            retain = args[1] if len(args) > 1 else kwargs.get("retain_graph")
-            create = args[2] if len(args) > 2 else kwargs.get("create_graph", False)
-            return self._run(
-                "backward", tensors, retain, create, original, (tensors,) + args, kwargs
-            )
-
-        return backward
-
-    def _wrap_grad(self, original):
-        @functools.wraps(original)
-        def grad(*args, **kwargs):
-            outputs = args[0] if args else kwargs.get("outputs")
-            retain = args[3] if len(args) > 3 else kwargs.get("retain_graph")
-            create = args[4] if len(args) > 4 else kwargs.get("create_graph", False)
-            return self._run("grad", outputs, retain, create, original, args, kwargs)
-
-        return grad
-
-    def _run(self, kind, roots, retain, create, original, args, kwargs):
-        if self.aside or _ACTIVE is not self:
-            return original(*args, **kwargs)
-        self.number += 1
-        site = _site(sys._getframe(1))
-        previous = self.by_site.get(site)
-        retain_graph = bool(create) if retain is None else bool(retain)
-        refs = tuple(weakref.ref(t) for t in _tensors(roots))
-        call = _Call(self.number, kind, site, retain_graph, refs, previous)
-        self.by_site[site] = call.number
-        outer = self.current
-        self.current = call
-        try:
-            result = original(*args, **kwargs)
-        except RuntimeError as exc:
+        def wrapper(*args, **kwargs):
+            call = None
+            if self.current is None and not getattr(self.local, "aside", 1) and _active() is self:
+                call = self._start(kind, args, kwargs, at, sys._getframe(1))
+            outer, self.current = self.current, call or self.current
+            try:
+                result = original(*args, **kwargs)
+            except BaseException as exc:
+                self.current = outer
+                if (
+                    call
+                    and isinstance(exc, RuntimeError)
+                    and (BACKWARD_TWICE in str(exc) or INPLACE in str(exc))
+                ):
+                    with contextlib.suppress(Exception):
+                        self._on_error(exc, call, sys._getframe(1))
+                exc.__traceback__ = exc.__traceback__.tb_next
+                raise
             self.current = outer
-            if BACKWARD_TWICE in str(exc):
-                self._on_error(exc, call)
-            raise
-        self.current = outer
-        if kind == "grad":
+            if call:
+                self._done(call, result)
+            return result
+
+        return wrapper
+
+    def _start(self, kind, args, kwargs, at, frame):
+        retain = args[at + 1] if len(args) > at + 1 else kwargs.get("retain_graph")
+        create = args[at + 2] if len(args) > at + 2 else kwargs.get("create_graph", False)
+        roots = args[0] if args else kwargs.get("tensors" if kind == "backward" else "outputs")
+        self.number += 1
+        call = _Call()
+        call.number, call.kind, call.site = self.number, kind, _site(frame, self.top)
+        call.retain_graph = bool(create) if retain is None else bool(retain)
+        tensors = _tensors(roots)
+        call.roots = tuple(weakref.ref(t) for t in tensors)
+        call.results = ()
+        call.previous, runs = self.by_site.get(call.site, (None, 0))
+        call.runs = runs + 1
+        call.fresh, self.packed = self.packed, False
+        self.by_site[call.site] = (call.number, call.runs)
+        self.first = self.first or call
+        call.seq = -1
+        for tensor in tensors:
+            if tensor.grad_fn is not None:
+                tensor.grad_fn.metadata.setdefault(ROOT, call)
+                call.seq = max(call.seq, _sequence(tensor.grad_fn))
+        return call
+
+    def _done(self, call, result):
+        self.packed = False
+        if call.retain_graph:
+            self.retained = call
+        else:
+            self.last_free = call
+        if call.kind == "grad":
             call.results = tuple(weakref.ref(t) for t in _tensors(result))
         self._walk_after(call)
-        return result
 
     def _walk_after(self, call):
-        """Mark nodes that saved nothing; a later non-retained pass through them adds twice."""
-        stack = [r().grad_fn for r in call.roots if r() is not None and r().grad_fn is not None]
-        seen = set()
-        kept = []
-        while stack and len(kept) < WALK_LIMIT:
+        roots = [r() for r in call.roots]
+        stack = [t.grad_fn for t in roots if t is not None and t.grad_fn is not None]
+        seen = {}  # id -> node: keeps each node's Python object, and so its id, alive
+        while stack and len(seen) < WALK_LIMIT:
             node = stack.pop()
-            if id(node) in seen or hasattr(node, "variable"):  # AccumulateGrad: every step's
+            if id(node) in seen or hasattr(node, "variable"):
                 continue
-            seen.add(id(node))
-            kept.append(node)
+            seen[id(node)] = node
             meta = node.metadata
-            freed = meta.get(FREED)
-            if freed is not None:
-                continue  # it saved tensors: torch itself guards it
+            if FREED in meta:
+                continue  # it saved tensors: torch itself guards what lies below
             earlier = meta.get(WALKED)
             if earlier is not None and earlier is not call:
                 self._double(earlier, call, node)
@@ -379,68 +549,74 @@ class _Diagnoser:
         entry = {"first": self._place(first), "second": self._place(second), "node": node.name()}
         self.doubles.append(entry)
         sys.stderr.write(
-            PREFIX
-            + "warning: call {} at {} went back through nodes that call {} at {} already went "
-            "through without retain_graph; they saved no tensors, so torch did not raise, and "
-            "their gradients were added again ({})\n".format(
-                second.number,
-                self._where(entry["second"]),
-                first.number,
-                self._where(entry["first"]),
-                ISSUE_13494,
-            )
+            f"{PREFIX}warning: call {second.number} at {_where(entry['second'])} went through nodes"
+            f" call {first.number} at {_where(entry['first'])} had gone through without"
+            " retain_graph; they saved no tensors, so torch did not raise, and their gradients"
+            f" were added again ({ISSUE_13494})\n"
         )
 
-    # ---- torch.func ------------------------------------------------------------------------
-
     def _aside(self, transform):
-        diagnoser = self
-
         @functools.wraps(transform)
         def transformed(*args, **kwargs):
             inner = transform(*args, **kwargs)
 
             @functools.wraps(inner)
             def run(*a, **k):
-                diagnoser._step_aside()
+                self._step_aside(True)
                 try:
                     return inner(*a, **k)
                 finally:
-                    diagnoser._step_back()
+                    self._step_back()
 
             return run
 
         return transformed
 
-    def _step_aside(self):
-        if self.aside == 0 and self.hooks is not None:
-            self.hooks.__exit__(None, None, None)
-            if not self.said_aside:
+    def _disabled(self, original):
+        @contextlib.contextmanager
+        def disable_saved_tensors_hooks(message):
+            self._step_aside(False)
+            try:
+                with original(message):
+                    yield
+            finally:
+                self._step_back()
+
+        return disable_saved_tensors_hooks
+
+    def _step_aside(self, say):
+        local = self.local
+        if getattr(local, "hooks", None) is None:
+            local.aside = getattr(local, "aside", 0) + 1
+            return
+        if local.aside == 0:
+            local.hooks.__exit__(None, None, None)
+            if say and not self.said_aside:
                 self.said_aside = True
                 sys.stderr.write(PREFIX + "not recording inside torch.func transforms\n")
-        self.aside += 1
+        local.aside += 1
 
     def _step_back(self):
-        self.aside -= 1
-        if self.aside == 0 and self.hooks is not None:
-            self.hooks.__enter__()
-
-    # ---- the in-place check --------------------------------------------------------------------
+        local = self.local
+        local.aside -= 1
+        if local.aside == 0 and getattr(local, "hooks", None) is not None:
+            local.hooks.__enter__()
 
     def _inplace_message(self, saved):
         if self.template is None:
+            threading.setprofile(None)
             self.template = _InplaceTemplate(self.original_backward)
+            threading.setprofile(self._thread)
         return self.template.message(saved.tensor, saved.version, self._owner(saved))
 
     def _owner(self, saved):
-        """(grad_fn name, output nr) that torch names for a saved tensor, or None for a leaf."""
         node = _current_node() if _current_node is not None else None
         if node is not None:
             for name in dir(node):
                 if not name.startswith("_saved_result"):
                     continue
                 self.scan = []
-                with contextlib.suppress(Exception):  # a freed or non-tensor attribute
+                with contextlib.suppress(Exception):
                     getattr(node, name)
                 found, self.scan = self.scan, None
                 if any(item is saved for item in found):
@@ -451,67 +627,78 @@ class _Diagnoser:
             return None
         return original.grad_fn.name(), original.output_nr
 
-    # ---- after the error (formatting and graph walks) -------------------------------------
+    def _on_error(self, exc, call, frame):
+        frames = _frames(frame, self.top)
+        if INPLACE in str(exc):
+            self._after_retain(exc, call, frames)
+            return
+        roots = [r() for r in call.roots]
+        stack = [t.grad_fn for t in roots if t is not None and t.grad_fn is not None]
+        self._finish(exc, self._place(call), call, *self._search(stack, call), frames)
 
-    def _on_error(self, exc, call):
-        """Name the node the raising call found freed, the call that freed it, cause and fix."""
-        freed = self._frontier(call)
-        node, mark = max(freed, key=lambda item: _sequence(item[0])) if freed else (None, None)
-        raised = self._place(call)
-        self._finish(exc, raised, call, node, mark)
-
-    def _frontier(self, call):
-        """Nodes reachable from the call's roots whose saved tensors an earlier call freed."""
-        stack = [r().grad_fn for r in call.roots if r() is not None and r().grad_fn is not None]
-        return self._search(stack, lambda meta: meta.get(FREED, (call,))[0] is not call)
-
-    def _search(self, stack, stop_at):
-        seen = set()
-        found = []
-        kept = []
-        while stack and len(kept) < SEARCH_LIMIT:
-            node = stack.pop()
-            if id(node) in seen or hasattr(node, "variable"):
-                continue
-            seen.add(id(node))
-            kept.append(node)
-            try:
-                meta = node.metadata
-            except Exception:
-                continue
-            if FREED in meta and stop_at(meta):
-                found.append((node, meta[FREED]))
-                continue
-            stack.extend(_children(node))
-        return found
+    def _search(self, stack, call):
+        seen, found, roots, leaves = {}, [], set(), False
+        self.scan = []
+        try:
+            while stack and len(seen) < SEARCH_LIMIT:
+                node = stack.pop()
+                if id(node) in seen:
+                    continue
+                seen[id(node)] = node
+                if hasattr(node, "variable"):
+                    leaves = True
+                    continue
+                try:
+                    meta = node.metadata
+                except Exception:
+                    continue
+                if not isinstance(meta, dict):
+                    continue
+                roots.add(meta.get(ROOT))
+                mark = meta.get(FREED)
+                # A value no pack hook saw (a wrapped Python number): freed by the call that
+                # last went through the node, or by the last one since it was built.
+                last = meta.get(WALKED) or self.last_free
+                if (
+                    mark is None
+                    and last not in (None, call)
+                    and (last.seq > _sequence(node) if _sequence(node) >= 0 else WALKED in meta)
+                    and _dead(node)
+                ):
+                    mark = (last, None, None, None)
+                if mark is not None and mark[0] is not call:
+                    found.append((node, mark))
+                    continue
+                leaves = leaves or mark is not None
+                stack.extend(_children(node))
+        finally:
+            self.scan = None
+        return found, roots, leaves
 
     def saved_read(self, exc):
-        """Report an uncaught read of a freed saved tensor (no backward call raised)."""
         if self.reported is exc or BACKWARD_TWICE not in str(exc):
             return
-        frame, line = None, None
+        frames = []
         tb = exc.__traceback__
         while tb is not None:
-            if _is_reader(tb.tb_frame.f_code):
-                frame, line = tb.tb_frame, tb.tb_lineno
+            if _is_reader(tb.tb_frame.f_code) and tb.tb_frame is not self.top:
+                frames.insert(0, (tb.tb_frame, tb.tb_lineno))
             tb = tb.tb_next
-        if frame is None:
+        if not frames:
             return
+        frame, line = frames[0]
         filename = frame.f_code.co_filename
         code = _source(filename, line)
         candidates = list(self._nodes_named(frame, code or ""))
-        freed = [(n, n.metadata[FREED]) for n in candidates if FREED in n.metadata]
-        if not freed:
-            freed = self._search(candidates, lambda meta: True)
-        if not freed:
+        found, _, _ = self._search(candidates, None)
+        if not found:
             everything = list(frame.f_locals.values()) + list(frame.f_globals.values())
-            freed = self._search([n for n in map(_node_of, everything) if n], lambda meta: True)
-        node, mark = max(freed, key=lambda item: _sequence(item[0])) if freed else (None, None)
-        raised = {"file": self._show(filename), "line": line, "code": code, "call": None}
-        self._finish(exc, raised, None, node, mark)
+            found, _, _ = self._search([n for n in map(_node_of, everything) if n], None)
+        raised = self._at(filename, line, None)
+        raised["callers"] = [self._at(f.f_code.co_filename, n) for f, n in frames[1:]]
+        self._finish(exc, raised, None, found, set(), False, [f for f, _ in frames])
 
     def _nodes_named(self, frame, code):
-        """Nodes reached by the dotted names on the line that read a saved tensor."""
         for chain in re.findall(r"[A-Za-z_][\w.]*", code):
             parts = chain.split(".")
             if parts[0] in frame.f_locals:
@@ -535,49 +722,176 @@ class _Diagnoser:
             if node is not None:
                 yield node
 
-    def _finish(self, exc, raised, call, node, mark):
+    def _holder(self, target, frames):
+        best, scanned = None, set()
+        for order, frame in enumerate(frames):
+            scopes = [frame.f_locals]
+            if id(frame.f_globals) not in scanned:
+                scanned.add(id(frame.f_globals))
+                scopes.append(frame.f_globals)
+            for scope in scopes:
+                for name, value in list(scope.items()):
+                    items = [(name, value, False)]
+                    if not isinstance(
+                        value, (type, types.ModuleType, types.FunctionType, torch.Tensor)
+                    ):
+                        attrs = getattr(value, "__dict__", None)
+                        if isinstance(attrs, dict):
+                            items += [(name + "." + a, v, True) for a, v in list(attrs.items())]
+                    for shown, item, attr in items:
+                        kind, tensors = _kind(item)
+                        depths = [
+                            _depth(t.grad_fn, target) for t in tensors if t.grad_fn is not None
+                        ]
+                        depths = [d for d in depths if d is not None]
+                        if depths and (best is None or (min(depths), order) < best[0]):
+                            kind = "attr" if attr and kind == "tensor" else kind
+                            best = (
+                                (min(depths), order),
+                                shown,
+                                kind,
+                                frame.f_code.co_filename,
+                                len(depths),
+                                item,
+                            )
+        return best[1:] if best else None
+
+    def _after_retain(self, exc, call, frames):
+        (saved, node), kept = self.inplace or (None, None), self.retained
+        if saved is None or kept is None or kept.number <= saved.clock:
+            return
+        found = [(node, (kept, saved.code, saved.line, saved.clock))] if node is not None else []
+        changed = None
+        if self.stepped and self.stepped[1] >= kept.number and self.stepped[0]:
+            (code, line), callers = self.stepped[0][0], self.stepped[0][1:]
+            changed = self._at(code.co_filename, line, None)
+            changed["callers"] = [self._at(c.co_filename, n) for c, n in callers]
+        self._finish(exc, self._place(call), call, found, set(), True, frames, changed)
+
+    def _finish(self, exc, raised, call, found, roots, leaves, frames, changed=None):
+        node, mark = max(found, key=lambda item: _sequence(item[0])) if found else (None, None)
         freeing = mark[0] if mark else None
-        cause = _cause(call, freeing, mark)
-        report = {
-            "torch": torch.__version__,
-            "error": str(exc),
-            "cause": cause,
-            "raised": raised,
-            "freed_by": None,
-            "node": None,
-            "fix": None,
-            "checker": CHECKER.get(cause),
-            "double_traversals": self.doubles,
-        }
-        if cause == "shared-forward" and freeing is not None and freeing.kind == "grad":
-            report["checker"] = CHECKER["shared-forward/grad"]
+        holder = self._holder(node, frames) if node is not None else None
+        code, line, clock = mark[1:] if mark else (None, None, None)
+        filename = code.co_filename if code else None
+        if clock == 0 and self.lines.get((code, line)):
+            clock = -1
+        if node is not None and filename is None:
+            filename, line = _scalar_line(node)
+            if filename is None and holder:
+                filename = holder[2]
+                at = [n for c, n in freeing.site if c.co_filename == filename]
+                line = _assigned(filename, holder[0].split(".")[-1], at[-1] if at else 1 << 30)
+            first = [n for c, n in self.first.site if c.co_filename == filename]
+            clock = 0 if line and first and line < first[-1] else None
+        cause = _cause(call, freeing, clock, roots, leaves)
+        retained = changed is not None or INPLACE in str(exc)
+        self.report = None
+        report = dict(self.result(), error=str(exc), raised=raised)
+        report["cause"] = "inplace-after-retain" if retained else cause
         if freeing is not None:
-            report["freed_by"] = self._place(freeing)
-            report["freed_by"]["retain_graph"] = freeing.retain_graph
-        if node is not None:
-            filename = mark[1].co_filename if mark[1] is not None else None
-            report["node"] = {
-                "name": node.name(),
-                "file": self._show(filename) if filename else None,
-                "line": mark[2],
-                "code": _source(filename, mark[2]) if filename else None,
-            }
+            report["freed_by"] = dict(self._place(freeing), retain_graph=freeing.retain_graph)
+        if node is not None and line:
+            report["node"] = dict(self._at(filename, line, None), name=node.name())
         if cause is not None:
-            report["fix"] = self._fix(cause, report, freeing)
+            sub = None
+            if cause == "carried-state":
+                holder = _stored(filename, line) or holder
+                if holder and holder[1] == "tensor":
+                    holder = _pair(filename, line, holder) or holder
+                # A list that also holds tensors no earlier call went through is the loss's
+                # source (REINFORCE's log-probs), not a cache of old outputs.
+                new = holder and holder[4] is not None and not isinstance(holder[4], torch.Tensor)
+                new = new and any(
+                    not self._search([t.grad_fn], call)[0] for t in _kind(holder[4])[1] if t.grad_fn
+                )
+                sub = _carried(
+                    call, freeing, holder, roots, clock, node, self.step_hook and self.steps, new
+                )
+            elif cause == "shared-forward" and freeing.kind == "grad":
+                sub = "grad"
+            key = cause + "/" + sub if cause + "/" + str(sub) in CHECKER else cause
+            report["checker"] = CHECKER[key]
+            report["fix"] = self._fix(cause, sub, report, freeing, holder, retained)
+            if retained:
+                report["checker"] = report["checker"].replace("retain=none", "retain=retain")
+                report["fix"] = (
+                    "The graph kept at {} was used again after {} changed a tensor it saved; "
+                    "instead of keeping it: {}{}".format(
+                        _where(report["freed_by"]),
+                        _where(changed) if changed else "an in-place operation",
+                        report["fix"][0].lower(),
+                        report["fix"][1:],
+                    )
+                )
+        report["lines"] = self._lines(report, cause, clock, freeing, call, changed)
         self.report = report
         self.reported = exc
-        text = format_report(report)
-        if self.print_at_error:
-            sys.stderr.write(text + "\n")
-        else:
-            self.unprinted = text
-        if hasattr(exc, "add_note"):
-            exc.add_note(text)
+        if not self.quiet:
+            if self.script is None:
+                _emit(format_report(report))
+            else:
+                self.unprinted = format_report(report)
 
-    def _fix(self, cause, report, freeing):
-        raised = self._where(report["raised"])
-        first = self._where(report["freed_by"]) if report["freed_by"] else "the earlier call"
-        built = self._where(report["node"]) if report["node"] else "its forward line"
+    def _lines(self, report, cause, clock, freeing, call, changed):
+        when = {0: ", before the loop"}.get(clock, ", in an earlier step")
+        kept = report["cause"] == "inplace-after-retain"
+        lines = [
+            (
+                report["node"],
+                "forward",
+                "{} built here" + (when if cause == "carried-state" else ""),
+            ),
+            (
+                report["freed_by"],
+                "kept" if kept else "frees",
+                "{} "
+                + (
+                    "kept the graph here (retain_graph=True)"
+                    if kept
+                    else "freed the saved tensors here"
+                ),
+            ),
+            (changed, "changed", "changed the saved tensor here (optimizer step)"),
+            (
+                report["raised"],
+                "raises",
+                "{} raised here" if call else "read the freed saved tensor here",
+            ),
+        ]
+        names = {
+            "forward": report["node"] and report["node"]["name"],
+            "raises": call and self._call(call),
+        }
+        names["kept"] = names["frees"] = freeing and self._call(freeing)
+        lines = [
+            dict(place, kind=kind, label=label.format(names.get(kind)))
+            for place, kind, label in lines
+            if place
+        ]
+        order = ("forward", "kept", "frees", "changed", "raises")
+        return sorted(lines, key=lambda e: (str(e["file"]), e["line"] or 0, order.index(e["kind"])))
+
+    def _call(self, call):
+        runs = self.by_site.get(call.site, (0, 0))[1]
+        step = f" (iteration {call.runs})" if runs > 1 else ""
+        return f"{call.kind} call {call.number}{step}"
+
+    def _fix(self, cause, sub, report, freeing, holder, retained):
+        raised, first = report["raised"], report["freed_by"]
+        if first and first["line"] == raised["line"] and first["callers"] and raised.get("callers"):
+            raised, first = raised["callers"][0], first["callers"][0]
+        raised = _where(raised)
+        first = _where(first) if first else "the earlier call"
+        built = _where(report["node"]) if report["node"] else "its forward line"
+        name = holder[0] if holder else None
+        var = f"`{name}`" if name else f"the tensor built at {built}"
+        name = name or "x"
+        pair = (
+            ", ".join(n + ".detach()" for n in name.split(", "))
+            if ", " in name
+            else f"tuple(s.detach() for s in {name})"
+        )
         if cause == "same-loss-twice":
             if freeing.kind == "grad":
                 return (
@@ -589,14 +903,19 @@ class _Diagnoser:
                 "call would add the same gradients again)."
             )
         if cause == "carried-state":
-            return (
-                f"The tensor built at {built} in an earlier step is still part of this step's graph: "
-                "detach what you carry across steps after each step (h = h.detach(); for an LSTM "
-                f"both h and c) or compute it again inside the loop, so the call at {raised} goes back "
-                "through this step only."
-            )
+            return {
+                "total": f"{var} adds each step's graph to the next: add `loss.item()` to it and call backward on this step's loss at {raised}.",
+                "accumulator": f"{var} still holds the loss the call at {first} went through: start a fresh accumulator (`{name} = 0`) before each pass.",
+                "kept": f"{var} keeps tensors from earlier steps (built at {built}) with their graphs: store `x.detach()` in it, or clear it each step.",
+                "clear": f"{var} keeps tensors (built at {built}) whose graphs an earlier call went through: clear it after each update (`{name}.clear()`).",
+                "attr": f"{var} keeps a tensor from an earlier step (built at {built}) with its graph: detach it on assignment (`{name} = y.detach()`), or reset it each step.",
+                "lstm": f"Detach both tensors of {var} after the call at {raised}: `{name} = {pair}`.",
+                "before": f"{var} is built at {built} before the loop from parameters the optimizer trains: compute it inside the loop, in each step before the call at {raised}, so they keep training.",
+                "frozen": f"{var} (built at {built}) goes back to parameters this loop does not train: use `{name}.detach()` (or build it under `with torch.no_grad():`).",
+                "rnn": f"Detach {var} (built at {built}) after each step: `{name} = {name}.detach()`, so the call at {raised} goes back through this step only.",
+            }[sub.replace("-both", "").replace("bank", "kept")]
         if cause == "shared-forward":
-            if freeing is not None and freeing.kind == "grad":
+            if sub == "grad":
                 if any(ref() is not None for ref in freeing.results):
                     return (
                         f"Pass create_graph=True to the torch.autograd.grad call at {first}: the loss at"
@@ -607,11 +926,11 @@ class _Diagnoser:
                     f"Pass retain_graph=True to the torch.autograd.grad call at {first}, which otherwise"
                     f" frees the graph the call at {raised} still needs."
                 )
+            keep = "" if retained else ", or pass retain_graph=True to the first call"
             return (
                 f"The calls at {first} and {raised} both go back through the forward pass at {built}: add the "
-                "losses and call backward once, or pass retain_graph=True to the first call; if "
-                "the first loss should not reach that pass (a GAN's discriminator step), detach "
-                "its input there (fake.detach())."
+                f"losses and call backward once{keep}; if the first loss should not reach that pass (a GAN's "
+                "discriminator step), detach its input there (fake.detach())."
             )
         return (
             f"Read the saved tensors before the call at {first} frees them, or keep the tensors you "
@@ -619,54 +938,136 @@ class _Diagnoser:
             "read them after it."
         )
 
-    # ---- places --------------------------------------------------------------------------
-
     def _show(self, filename):
-        """A file as given on the command line (the script) or as Python reports it."""
         if self.script is not None and filename == self.script:
             return self.shown
-        return filename
+        return _cell(filename) or filename
+
+    def _at(self, filename, line, call=False):
+        place = {"file": self._show(filename), "line": line, "code": _source(filename, line)}
+        raw = linecache.getline(filename, line or 0).expandtabs() if filename else ""
+        place["indent"] = len(raw) - len(raw.lstrip())
+        if call is not False:
+            place["call"] = call
+        return place
 
     def _place(self, call):
-        """file, line, code and call number of a call's innermost reader frame."""
         if not call.site:
-            return {"file": None, "line": None, "code": None, "call": call.number}
-        code, line = call.site[0]
-        return {
-            "file": self._show(code.co_filename),
-            "line": line,
-            "code": _source(code.co_filename, line),
-            "call": call.number,
-        }
-
-    @staticmethod
-    def _where(place):
-        return "{}:{}".format(place["file"], place["line"])
+            return {"file": None, "line": None, "code": None, "call": call.number, "callers": []}
+        (code, line), callers = call.site[0], call.site[1:]
+        place = self._at(code.co_filename, line, call.number)
+        place["callers"] = [self._at(c.co_filename, n) for c, n in callers]
+        return place
 
     def result(self):
-        """The report: the error's, or a clean one."""
         if self.report is not None:
             return self.report
-        return {
-            "torch": torch.__version__,
-            "error": None,
-            "cause": None,
-            "raised": None,
-            "freed_by": None,
-            "node": None,
-            "fix": None,
-            "checker": None,
-            "double_traversals": self.doubles,
-        }
+        keys = ("error", "cause", "raised", "freed_by", "node", "fix", "checker")
+        return dict(
+            dict.fromkeys(keys), torch=torch.__version__, lines=[], double_traversals=self.doubles
+        )
+
+
+def _frames(frame, top):
+    found = []
+    while frame is not None and frame.f_code not in _STOP and frame is not top:
+        if _is_reader(frame.f_code):
+            found.append(frame)
+        frame = frame.f_back
+    return found
+
+
+def _kind(value):
+    if isinstance(value, torch.Tensor):
+        return "tensor", [value]
+    if isinstance(value, tuple):
+        return "tuple", [t for t in value if isinstance(t, torch.Tensor)]
+    if isinstance(value, (list, collections.deque)):
+        items = [t for v in value for t in (v if isinstance(v, tuple) else (v,))]
+        return ("list" if isinstance(value, list) else "bank"), [
+            t for t in items if isinstance(t, torch.Tensor)
+        ]
+    return None, []
+
+
+def _trained(node, steps, since):
+    held = {
+        id(p)
+        for o in gc.get_objects()
+        if issubclass(type(o), torch.optim.Optimizer)
+        and (steps is None or steps.get(id(o), -1) >= since)
+        for g in o.param_groups
+        for p in g["params"]
+    }
+    stack, seen = [node], {}
+    while stack and len(seen) < SEARCH_LIMIT:
+        node = stack.pop()
+        if id(node) not in seen:
+            seen[id(node)] = node
+            if id(getattr(node, "variable", None)) in held:
+                return True
+            stack.extend(_children(node))
+    return False
+
+
+def _carried(call, freeing, holder, roots, clock, node, steps, new):
+    if freeing in roots:
+        return "total" if call.previous is not None else "accumulator"
+    kind = holder[1] if holder else "tensor"
+    if kind in ("list", "bank"):
+        # It also holds this step's tensors: it is the loss's source, not a cache of old ones.
+        if new:
+            return "clear"
+        return "kept" if kind == "list" else kind
+    if kind == "attr":
+        return kind
+    if kind in ("tuple", "pair"):
+        names = "|".join(map(re.escape, holder[0].split(", ")))
+        detached = re.compile(r"\b(" + names + r")\b.*=.*detach")
+        return (
+            "lstm"
+            if holder[3] < 2 or any(map(detached.search, linecache.getlines(holder[2])))
+            else "lstm-both"
+        )
+    if clock == 0:
+        return "before" if _trained(node, steps, freeing.number) else "frozen"
+    return "rnn"
+
+
+def _texts(site):
+    return tuple((_source(code.co_filename, line) or "").split("#")[0] for code, line in site)
+
+
+def _cause(call, freeing, clock, roots, leaves):
+    if call is None:
+        return "saved-read"
+    if freeing is None:
+        return None
+    for ref in call.roots:
+        tensor = ref()
+        if (
+            tensor is not None
+            and tensor.grad_fn is not None
+            and tensor.grad_fn.metadata.get(ROOT) not in (None, call)
+        ):
+            return "same-loss-twice"
+    if call.fresh and (
+        (call.previous is not None and (clock is None or clock < call.previous))
+        or (call.site != freeing.site and _texts(call.site) == _texts(freeing.site))
+    ):
+        return "carried-state"
+    if freeing.kind == "backward" and freeing in roots and leaves:
+        return "carried-state"
+    if freeing.kind == "backward" and not leaves:
+        return "same-loss-twice"
+    return "shared-forward"
 
 
 def _safe_to_get(value):
-    """Objects whose attributes can be read after the error without running the reader's code."""
     return isinstance(value, (torch.Tensor, type, types.ModuleType)) or _is_node(value)
 
 
 def _node_of(value):
-    """The graph node a value stands for: a tensor's grad_fn, or the node itself."""
     if isinstance(value, torch.Tensor):
         return value.grad_fn
     if _is_node(value):
@@ -674,65 +1075,94 @@ def _node_of(value):
     return None
 
 
-def _cause(call, freeing, mark):
-    """same-loss-twice, carried-state, shared-forward or saved-read (see the module's issue)."""
-    if call is None:
-        return "saved-read"
-    if freeing is None:
-        return None
-    mine = [ref() for ref in call.roots]
-    theirs = [ref() for ref in freeing.roots]
-    if any(a is not None and any(a is b for b in theirs) for a in mine):
-        return "same-loss-twice"
-    if call.previous is not None and mark[3] < call.previous:
-        return "carried-state"
-    return "shared-forward"
+def _where(place):
+    if str(place["file"]).startswith("In ["):
+        return "{}, line {}".format(place["file"], place["line"])
+    return "{}:{}".format(place["file"], place["line"])
+
+
+def _cell(filename):
+    found = re.match(r"<ipython-input-(\d+)-", filename)
+    if found:
+        return f"In [{found.group(1)}]"
+    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    number = getattr(getattr(shell, "compile", None), "_filename_map", {}).get(filename)
+    return f"In [{number}]" if number is not None else None
 
 
 def format_report(report):
-    """The report as the lines printed to stderr."""
-    lines = [PREFIX + "cause: {}".format(report["cause"])]
-    raised = report["raised"]
-    if raised["call"] is None:
-        lines.append(
-            "  raised:   a freed saved tensor was read at {}:{}".format(
-                raised["file"], raised["line"]
-            )
-        )
-    else:
-        lines.append(
-            "  raised:   call {} at {}:{}".format(raised["call"], raised["file"], raised["line"])
-        )
-    lines.append("            {}".format(raised["code"]))
-    freed = report["freed_by"]
-    if freed is not None:
-        lines.append(
-            "  freed by: call {} at {}:{} (retain_graph={})".format(
-                freed["call"], freed["file"], freed["line"], freed["retain_graph"]
-            )
-        )
-        lines.append("            {}".format(freed["code"]))
-    node = report["node"]
-    if node is not None:
-        lines.append(
-            "  node:     {}, built at {}:{}".format(node["name"], node["file"], node["line"])
-        )
-        lines.append("            {}".format(node["code"]))
+    """The report as printed: the reader's lines in source order, labelled, then cause and fix."""
+    head = (
+        "a saved tensor changed after retain_graph=True"
+        if report["cause"] == "inplace-after-retain"
+        else "backward through a graph an earlier call freed"
+    )
+    out = [PREFIX + head]
+    lines = report["lines"]
+    width = max([len(str(e["line"])) for e in lines] + [1])
+    bar = " " * width + " |"
+    shown = last = None
+    for entry in lines:
+        if entry["file"] != shown:
+            shown = entry["file"]
+            out += [" " * width + "--> " + str(shown), bar]
+        code = entry["code"] or "?"
+        indent = " " * entry.get("indent", 0)
+        if last != (shown, entry["line"]):
+            last = (shown, entry["line"])
+            out.append(f"{entry['line']:>{width}} | {indent}{code}")
+        mark = "^" if entry["kind"] == "raises" else "-"
+        out.append(f"{bar} {indent}{mark * len(code)} {entry['label']}")
+        for caller in entry.get("callers", [])[:3]:
+            out.append(f"{bar} {indent}= called from {_where(caller)}: {caller['code']}")
+    out.append(bar)
+    out.append("cause: {}".format(report["cause"]))
     if report["fix"]:
-        lines.append("  fix:      " + report["fix"])
+        out.append("fix: " + report["fix"])
     if report["checker"]:
-        lines.append("  checker:  the page's " + report["checker"])
-    return "\n".join(lines)
+        out.append("checker: the page's " + report["checker"])
+    return "\n".join(out)
+
+
+def _emit(text):
+    if sys.stderr.isatty() and not os.environ.get("NO_COLOR"):
+        text = re.sub(r"(?m)([\^]+ .*|^cause: .*)$", "\x1b[1;31m\\1\x1b[0m", text)
+        text = re.sub(r"(?m)(-+ [A-Za-z].*)$", "\x1b[1;34m\\1\x1b[0m", text)
+    sys.stderr.write(text + "\n")
 
 
 def _write_json(path, report):
-    """Write the report deterministically, through a temporary file and a rename."""
     text = json.dumps(report, indent=2, ensure_ascii=False, sort_keys=True) + "\n"
-    folder = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".diagnose-", suffix=".json")
-    with os.fdopen(handle, "w", encoding="utf-8") as out:
-        out.write(text)
-    os.replace(temporary, path)
+    handle, temporary = tempfile.mkstemp(
+        dir=os.path.dirname(path), prefix=".diagnose-", suffix=".json"
+    )
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(temporary, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.remove(temporary)
+        sys.stderr.write(
+            f"{PREFIX}--json {path}: {exc.strerror or exc}; the report was not written\n"
+        )
+
+
+def _json_problem(path):
+    folder = os.path.dirname(path)
+    if os.path.isdir(path):
+        return "is a folder; give a file name"
+    if not os.path.isdir(folder):
+        return f"no folder {folder}; create it first"
+    try:
+        handle, temporary = tempfile.mkstemp(dir=folder, prefix=".diagnose-")
+        os.close(handle)
+        os.remove(temporary)
+    except OSError:
+        return "not writable; choose another file"
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        return "not writable; choose another file"
+    return None
 
 
 class diagnose:  # noqa: N801 - used as `with diagnose():`, like a function
@@ -740,20 +1170,25 @@ class diagnose:  # noqa: N801 - used as `with diagnose():`, like a function
 
     def __init__(self, json_path=None, script=None, shown=None):
         """`script` and `shown`: report that file under that name, and keep the report quiet
-        (read it from .report); the page's capture uses this."""
-        self.json_path = json_path
+        (read it from .report); the page's capture uses this. Inside another diagnoser (the
+        runner, a notebook), this one does nothing and reads that one's report."""
+        self.json_path = json_path and os.path.abspath(json_path)
         self.script = script
         self.shown = shown
         self.state = None
 
     def __enter__(self):
-        if _ACTIVE is None:
-            self.state = _Diagnoser(self.script, self.shown)
+        if _active() is None:
+            self.state = _Diagnoser(self.script, self.shown, quiet=self.script is not None)
+            if self.script is not None:
+                self.state.top = sys._getframe(1)
             self.state.start()
         return self
 
     def __exit__(self, kind, exc, tb):
         if self.state is None:
+            if self.json_path and _active() is not None:
+                _write_json(self.json_path, _active().result())
             return False
         if isinstance(exc, RuntimeError):
             self.state.saved_read(exc)
@@ -765,11 +1200,23 @@ class diagnose:  # noqa: N801 - used as `with diagnose():`, like a function
     @property
     def report(self):
         """The report so far (a clean one before any error)."""
-        return self.state.result() if self.state is not None else None
+        state = self.state or _active()
+        return state.result() if state is not None else None
+
+
+def load_ipython_extension(shell):
+    """`%load_ext backtwice.diagnose`: keep a diagnoser on across the notebook's cells."""
+    if _active() is None:
+        _Diagnoser().start()
+
+
+def unload_ipython_extension(shell):
+    """`%unload_ext backtwice.diagnose`."""
+    if _active() is not None:
+        _active().stop()
 
 
 def _trimmed(tb, script):
-    """The traceback Python would print for the script alone: no runner, no wrappers."""
     entries = []
     started = False
     while tb is not None:
@@ -787,7 +1234,7 @@ def _trimmed(tb, script):
     return None
 
 
-USAGE = "usage: python -m backtwice.diagnose [--json FILE] SCRIPT [ARGS...]"
+USAGE = "usage: python -m backtwice.diagnose [--json FILE] [--] SCRIPT|DIR [ARGS...]"
 
 
 def main(argv=None):
@@ -797,70 +1244,94 @@ def main(argv=None):
     if args and args[0] in ("-h", "--help"):
         print(USAGE + "\n\n" + __doc__.strip().split("\n\n", 1)[1])
         return 0
+    if args and args[0].startswith("--json="):
+        args[:1] = ["--json", args[0][7:]]
     if args and args[0] == "--json":
-        if len(args) < 2:
+        if len(args) < 2 or not args[1]:
             sys.stderr.write("--json: needs a FILE\n" + USAGE + "\n")
             return 2
-        json_path, args = args[1], args[2:]
+        json_path, args = os.path.abspath(args[1]), args[2:]
+        problem = _json_problem(json_path)
+        if problem:
+            sys.stderr.write(f"--json {json_path}: {problem}; nothing was run\n")
+            return 2
+    if args and args[0] == "--":
+        args = args[1:]
     if not args:
         sys.stderr.write(USAGE + "\n")
         return 2
     shown = args[0]
-    if not os.path.isfile(shown):
+    folder = os.path.isdir(shown)
+    script = os.path.join(shown, "__main__.py") if folder else shown
+    if not os.path.isfile(script):
         sys.stderr.write(f"{shown}: no such script, nothing was run\n")
         return 2
-    # Python 3.9+ runs `python SCRIPT` with an absolute __file__; do the same.
-    script = os.path.abspath(shown) if sys.version_info >= (3, 9) else shown
+    script = os.path.join(os.getcwd(), script) if sys.version_info >= (3, 9) else script
     sys.argv = [shown] + args[1:]
-    sys.path[0] = os.path.dirname(os.path.abspath(shown))
-    state = _Diagnoser(script, shown)
-    state.start()
+    sys.path[0] = os.path.abspath(shown) if folder else os.path.dirname(os.path.abspath(shown))
+    state = _active()
+    if state is None:
+        state = _Diagnoser(script, shown)
+        state.start()
     try:
-        runpy.run_path(script, run_name="__main__")
-    except (SystemExit, KeyboardInterrupt):
+        if folder:
+            runpy.run_path(shown, run_name="__main__")
+        else:
+            _run_script(script)
+    except SystemExit:
         _end(state, json_path)
         raise
     except BaseException as exc:
         if isinstance(exc, RuntimeError):
             state.saved_read(exc)
-        _end(state, json_path, exc)
+        _end(state, json_path)
         _trim_all(exc, script)
         sys.excepthook(type(exc), exc, exc.__traceback__)
-        if state.unprinted and (exc is not state.reported or not hasattr(exc, "add_note")):
-            sys.stderr.write(state.unprinted + "\n")
+        if state.unprinted:
+            _emit(state.unprinted)
+        if isinstance(exc, KeyboardInterrupt):
+            sys.stderr.flush()
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
         return 1
     _end(state, json_path)
+    if state.unprinted:
+        _emit(state.unprinted)
     return 0
 
 
-def _end(state, json_path, exc=None):
-    """Remove the hooks, write the JSON, show a report the traceback will not carry."""
+_STOP.add(main.__code__)
+
+
+def _run_script(script):
+    with open(script, "rb") as handle:
+        code = compile(handle.read(), script, "exec")
+    module = types.ModuleType("__main__")
+    module.__dict__.update(__file__=script, __builtins__=builtins, __cached__=None)
+    saved, sys.modules["__main__"] = sys.modules["__main__"], module
+    try:
+        exec(code, module.__dict__)
+    finally:
+        sys.modules["__main__"] = saved
+
+
+def _end(state, json_path):
     state.stop()
     if json_path:
         _write_json(json_path, state.result())
-    if exc is None and state.unprinted:
-        sys.stderr.write(state.unprinted + "\n")
 
 
 def _trim_all(exc, script):
-    """Trim the traceback of an exception and of the ones it was raised from."""
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        exc.__traceback__ = _trimmed(exc.__traceback__, script) or exc.__traceback__
+        trimmed = _trimmed(exc.__traceback__, script)
+        exc.__traceback__ = (
+            None
+            if trimmed is None and isinstance(exc, SyntaxError)
+            else (trimmed or exc.__traceback__)
+        )
         exc = exc.__cause__ or exc.__context__
-
-
-def report_for(path, argv=(), python=None, cwd=None):
-    """Run a script under the diagnoser in a fresh interpreter; return its JSON report."""
-    with tempfile.TemporaryDirectory() as folder:
-        out = os.path.join(folder, "report.json")
-        command = [python or sys.executable, _HERE, "--json", out, str(path)] + list(argv)
-        subprocess.run(command, cwd=cwd, capture_output=True, check=False)
-        if not os.path.exists(out):
-            raise RuntimeError(f"{path}: the diagnoser wrote no report")
-        with open(out, encoding="utf-8") as handle:
-            return json.load(handle)
 
 
 if __name__ == "__main__":

@@ -52,6 +52,7 @@ def versions_sentence(snapshots):
     """Say on which versions the diagnoser ran and whether it named the same lines on each."""
     path, newest = snapshots[-1]
     found = diagnosed(newest)
+    twice = [i for i, (_, d) in found.items() if d.cause != "inplace-after-retain"]
     versions = [s.environment.torch for _, s in snapshots]
     differ = []
     for _, snapshot in snapshots:
@@ -62,7 +63,7 @@ def versions_sentence(snapshots):
             differ.append(snapshot.environment.torch)
     start = Markup(
         "Every scenario here ran under it on torch {}; for the {} that raise this "
-    ).format(join(versions), len(found))
+    ).format(join(versions), len(twice))
     if not differ:
         return start + Markup("error it named the same cause and lines on each.")
     return start + Markup("error it named other causes or lines on torch {}.").format(join(differ))

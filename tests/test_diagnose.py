@@ -8,6 +8,7 @@ import re
 import runpy
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -18,23 +19,43 @@ from backtwice import diagnose
 from .conftest import ROOT
 
 CASES = ROOT / "tests" / "diagnose_cases"
-RAISING = sorted(p.name for p in CASES.glob("*.py") if "expect-cause: none" not in p.read_text())
 MODULE = [sys.executable, "-m", "backtwice.diagnose"]
+LABELLED = {"raises", "frees", "forward", "kept", "changed"}
+# Nodes that saved only a Python number below one that saved tensors are dated by their
+# sequence number, which torch 2.0 does not give Python: there these cases name other lines.
+SEQUENCE_NEEDED = {"scalar_rand_target.py", "scalar_aux_weight.py", "scalar_temperature.py"}
+# Reach answers CONTRACTS.md gives the checker that its branch adds (not yet in this checker).
+PENDING = {"reach": {"lstm-both", "frozen", "bank"}}
 
 
 def expected(name):
-    """The lines each `# expect: ...` marker names, and the `# expect-cause:` / `-fix:` headers."""
+    """The lines each `# expect: ...` marker names, and the `# expect-KEY: VALUE` headers (a
+    list per key: -fix, -not-fix and -where may repeat)."""
     lines = {}
     headers = {}
     for number, text in enumerate((CASES / name).read_text().splitlines(), start=1):
-        found = re.search(r"# expect: ([\w ]+)$", text)
+        found = re.search(r"# expect: ([\w -]+)$", text)
         if found:
             for word in found.group(1).split():
                 lines.setdefault(word, []).append(number)
-        header = re.match(r"# expect-(\w+): (.+)$", text)
+        header = re.match(r"\s*# expect-([\w-]+)(?:: (.+))?$", text)
         if header:
-            headers[header.group(1)] = header.group(2)
+            headers.setdefault(header.group(1), []).append((header.group(2) or "").strip())
+    if "clean" in headers:
+        headers["cause"] = ["none"]
     return lines, headers
+
+
+RAISING = sorted(p.name for p in CASES.glob("*.py") if expected(p.name)[1].get("cause") != ["none"])
+
+
+def report_for(path, python=None, cwd=None):
+    """Run a script under the diagnoser in a fresh interpreter; return its JSON report."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "report.json"
+        command = [python or sys.executable, diagnose.__file__, "--json", str(out), str(path)]
+        subprocess.run(command, cwd=cwd, capture_output=True, check=False)
+        return json.loads(out.read_text(encoding="utf-8"))
 
 
 def relative(name):
@@ -86,47 +107,69 @@ def reports(tmp_path_factory):
 def test_names_raising_freeing_and_forward_lines(reports, name):
     lines, headers = expected(name)
     process, report = reports[name]
+    source = (CASES / name).read_text().splitlines()
     assert process.returncode == 1, process.stderr
-    assert report["cause"] == headers["cause"]
+    assert report["cause"] == headers["cause"][0]
     assert report["raised"]["line"] == lines["raises"][0]
     assert report["raised"]["file"] == relative(name)
-    assert report["freed_by"]["line"] == lines["frees"][0]
-    assert report["freed_by"]["retain_graph"] is False
-    assert report["node"]["line"] == lines["forward"][0]
-    assert report["node"]["file"] == relative(name)
-    source = (CASES / name).read_text().splitlines()
     assert report["raised"]["code"] == source[lines["raises"][0] - 1].strip()
-    assert report["checker"] == diagnose.CHECKER[headers.get("checker", headers["cause"])]
-    assert "Trying to backward through the graph a second time" in report["error"]
+    freeing = lines.get("frees", lines.get("kept"))
+    if freeing:
+        assert report["freed_by"]["line"] == freeing[0]
+        assert report["freed_by"]["retain_graph"] is ("kept" in lines)
+    if "forward" in lines:
+        assert report["node"]["line"] == lines["forward"][0]
+        assert report["node"]["file"] == relative(name)
+    for kind, place in (("caller-raises", "raised"), ("caller-frees", "freed_by")):
+        if kind in lines:
+            assert lines[kind][0] in [c["line"] for c in report[place]["callers"]], kind
+    assert report["checker"].replace("retain=retain", "retain=none") in diagnose.CHECKER.values()
+    if "checker" in headers:
+        assert report["checker"] == diagnose.CHECKER[headers["checker"][0]]
+
+
+@pytest.mark.parametrize("name", RAISING)
+def test_labelled_lines_in_source_order(reports, name):
+    lines, _ = expected(name)
+    report = reports[name][1]
+    found = {(e["kind"], e["line"]) for e in report["lines"]}
+    for kind in LABELLED & set(lines):
+        assert (kind, lines[kind][0]) in found, kind
+    order = [(e["file"], e["line"]) for e in report["lines"]]
+    assert order == sorted(order)
+    assert all(e["label"] and e["code"] for e in report["lines"])
 
 
 @pytest.mark.parametrize("name", RAISING)
 def test_fix_names_the_lines_and_fits_the_cause(reports, name):
     lines, headers = expected(name)
-    fix = reports[name][1]["fix"]
+    report = reports[name][1]
+    fix, text = report["fix"].lower(), diagnose.format_report(report)
     where = relative(name) + ":"
-    assert where + str(lines["frees"][0]) in fix or where + str(lines["raises"][0]) in fix
-    if headers["cause"] == "carried-state":
+    kinds = ("raises", "frees", "forward", "kept", "caller-raises", "caller-frees")
+    named = {ln for kind in kinds for ln in lines.get(kind, [])}
+    assert any(f"{where}{ln}" in report["fix"] for ln in named), report["fix"]
+    for phrase in headers.get("fix", []):
+        assert phrase.lower() in fix, phrase
+    for phrase in headers.get("not-fix", []):
+        assert phrase.lower() not in fix, phrase
+    for phrase in headers.get("where", []):
+        assert phrase in text, phrase
+    if headers["cause"][0] == "carried-state":
         assert "retain_graph" not in fix
-        assert where + str(lines["forward"][0]) in fix
-        assert "detach" in fix
-    if headers["cause"] == "same-loss-twice":
+    if headers["cause"][0] == "same-loss-twice":
         assert "once" in fix
-    if "fix" in headers:
-        assert headers["fix"] in fix
-    if headers["cause"] == "shared-forward" and "fix" not in headers:
-        assert "create_graph" not in fix
-        assert "call backward once" in fix
 
 
 @pytest.mark.parametrize("name", RAISING)
-def test_report_on_stderr_and_as_a_note_after_the_traceback(reports, name):
+def test_report_on_stderr_after_the_traceback(reports, name):
     process, report = reports[name]
     text = diagnose.format_report(report)
     assert process.stderr.endswith("\n" + text + "\n")
     assert process.stderr.count(text) == 1
     traceback_end = process.stderr.index(text)
     assert process.stderr[:traceback_end].rstrip().splitlines()[-1].startswith("RuntimeError: ")
+    assert "cause: " + report["cause"] in text and "fix: " + report["fix"] in text
 
 
 def test_calls_numbered_in_order(reports):
@@ -169,6 +212,7 @@ def test_clean_run_json_has_the_fixed_shape(reports):
         "node": None,
         "fix": None,
         "checker": None,
+        "lines": [],
         "double_traversals": [],
     }
     import torch
@@ -290,7 +334,7 @@ def test_copied_file_runs_on_its_own(tmp_path):
 
 
 def test_report_for_runs_a_script_and_returns_its_report():
-    report = diagnose.report_for(relative("multitask.py"), cwd=ROOT)
+    report = report_for(relative("multitask.py"), cwd=ROOT)
     assert report["cause"] == "shared-forward"
     assert report["node"]["line"] == expected("multitask.py")[0]["forward"][0]
 
@@ -309,9 +353,8 @@ def test_context_manager_reports_in_process(tmp_path, capsys):
     assert here[report["node"]["line"] - 1].strip().endswith("# the forward line")
     assert report["raised"]["line"] == report["freed_by"]["line"] + 1
     assert report["cause"] == "same-loss-twice"
-    assert capsys.readouterr().err == diagnose.format_report(report) + "\n"
-    if hasattr(caught.value, "add_note"):
-        assert caught.value.__notes__ == [diagnose.format_report(report)]
+    assert capsys.readouterr().err == diagnose.format_report(report) + "\n"  # once, no note
+    assert not hasattr(caught.value, "__notes__")
     assert torch.autograd.backward.__module__ == "torch.autograd"
 
 
@@ -331,11 +374,18 @@ def test_cases_under_other_torch(python):
     # DIAGNOSE_PYTHONS=/path/to/torch-2.0.1/bin/python:... runs every case with that torch.
     for name in RAISING:
         lines, headers = expected(name)
-        report = diagnose.report_for(relative(name), python=python, cwd=ROOT)
-        assert report["cause"] == headers["cause"], name
+        report = report_for(relative(name), python=python, cwd=ROOT)
+        if name in SEQUENCE_NEEDED and report["torch"].startswith("2.0."):
+            continue  # torch 2.0's Python nodes have no _sequence_nr to date them by
+        assert report["cause"] == headers["cause"][0], name
         assert report["raised"]["line"] == lines["raises"][0], name
-        assert report["freed_by"]["line"] == lines["frees"][0], name
-        assert report["node"]["line"] == lines["forward"][0], name
+        freeing = lines.get("frees", lines.get("kept"))
+        if freeing:
+            assert report["freed_by"]["line"] == freeing[0], name
+        if "forward" in lines:
+            assert report["node"]["line"] == lines["forward"][0], name
+        for phrase in headers.get("fix", []):
+            assert phrase.lower() in report["fix"].lower(), (name, phrase)
 
 
 def test_checker_fragments_select_checker_answers():
@@ -348,6 +398,43 @@ def test_checker_fragments_select_checker_answers():
     for cause, fragment in diagnose.CHECKER.items():
         answers = dict(part.split("=") for part in fragment.lstrip("#").split("&"))
         assert set(answers) <= set(checker.NAMES), cause
-        assert all(value in options[name] for name, value in answers.items()), cause
-        if len(answers) == len(checker.NAMES):
+        pending = any(value in PENDING.get(name, ()) for name, value in answers.items())
+        assert all(
+            value in options[name] or value in PENDING.get(name, ())
+            for name, value in answers.items()
+        ), cause
+        if len(answers) == len(checker.NAMES) and not pending:
             assert "-".join(answers[name] for name in checker.NAMES) in keys, cause
+
+
+def test_notebook_extension_names_cells_and_keeps_recording(capsys):
+    # `%load_ext backtwice.diagnose` in IPython's own shell: the diagnoser stays on across
+    # cells; running the cell that calls backward again is same-loss-twice, with both cells.
+    shell_module = pytest.importorskip("IPython.core.interactiveshell")
+    shell = shell_module.InteractiveShell.instance()
+    try:
+        shell.run_cell("%load_ext backtwice.diagnose")
+        cells = [
+            "import torch\nx = torch.ones(3, requires_grad=True)\nloss = (x.exp() * 2).sum()",
+            "loss.backward()",
+            "print('again')\nloss.backward()",
+        ]
+        results = [shell.run_cell(cell, store_history=True) for cell in cells]
+        report = diagnose._active().report
+    finally:
+        shell.run_cell("%unload_ext backtwice.diagnose")
+        shell_module.InteractiveShell.clear_instance()
+    first = results[0].execution_count
+    assert results[1].error_in_exec is None
+    assert isinstance(results[2].error_in_exec, RuntimeError)
+    assert report["cause"] == "same-loss-twice"
+    lines = {e["kind"]: (e["file"], e["line"]) for e in report["lines"]}
+    assert lines == {
+        "forward": (f"In [{first}]", 3),
+        "frees": (f"In [{first + 1}]", 1),
+        "raises": (f"In [{first + 2}]", 2),
+    }
+    assert f"In [{first + 2}], line 2" in report["fix"]
+    assert f"In [{first + 1}], line 1" in report["fix"]
+    assert capsys.readouterr().err.count("cause: same-loss-twice") == 1
+    assert diagnose._active() is None
