@@ -34,7 +34,8 @@ def check_sources(path, snapshot, repro):
     gone = sorted(set(snapshot.sources) - set(current))
     if gone:
         raise InputError(
-            path, f"field 'sources.{gone[0]}' names a file repro/ no longer runs; {RECAPTURE}"
+            path,
+            f"field 'sources.{gone[0]}' names a file the capture no longer runs ({shown(gone[0])} is gone); {RECAPTURE}",
         )
 
 
