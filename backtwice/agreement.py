@@ -1,8 +1,9 @@
 """Check that snapshots agree with repro/ before anything is rendered from them.
 
 A snapshot is rendered only when it was captured from the files on disk (their hashes match)
-and holds exactly the scenarios that repro/scenarios.toml declares and exactly the loops that
-repro/loop.py builds, so every count the page prints is a count of what it shows.
+and holds exactly the scenarios that repro/scenarios.toml declares, exactly the loops that
+repro/loop.py builds and exactly the diagnoser's cases in tests/diagnose_cases/, so every count
+the page prints is a count of what it shows.
 """
 
 from .errors import InputError
@@ -33,7 +34,8 @@ def check_sources(path, snapshot, repro):
     gone = sorted(set(snapshot.sources) - set(current))
     if gone:
         raise InputError(
-            path, f"field 'sources.{gone[0]}' names a file repro/ no longer runs; {RECAPTURE}"
+            path,
+            f"field 'sources.{gone[0]}' names a file the capture no longer runs ({shown(gone[0])} is gone); {RECAPTURE}",
         )
 
 
@@ -59,6 +61,8 @@ def check_contents(path, snapshot, repro):
                 f"field 'scenarios.{ident}.expect' is {run.expect!r} but repro/scenarios.toml "
                 f"says {declared[ident].expect!r}; {RECAPTURE}",
             )
+    cases = [case.name for case in repro.cases]
+    _same_keys(path, "cases", snapshot.cases, cases, "tests/diagnose_cases/")
     keys = [] if repro.builder is None else [a.key for a in repro.builder.all_answers()]
     _same_keys(path, "loops", snapshot.loops, keys, "repro/loop.py's all_answers()")
 

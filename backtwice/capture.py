@@ -19,6 +19,7 @@ from .errors import CaptureError, InputError
 from .snapshot import (
     SCHEMA,
     Anomaly,
+    CaseRun,
     Diagnosis,
     Environment,
     FixedRun,
@@ -76,6 +77,16 @@ def loop_jobs(builder, repro):
         )
         for kind, group in (("loop", answers), ("fix", fixes.values()))
         for a in group
+    ]
+
+
+def case_jobs(cases):
+    """Make a job of each diagnoser case, from the text the manifest read."""
+    return [
+        Job(
+            f"case {c.name}", str(c.path.resolve()), c.source, manifest.DEFAULT_TIMEOUT, str(c.path)
+        )
+        for c in cases
     ]
 
 
@@ -460,12 +471,14 @@ def capture(repro, python=None, say=print, today=None, meanwhile=None):
     jobs = scenario_jobs(scenarios)
     if builder is not None:
         jobs += loop_jobs(builder, repro.folder)
+    cases = case_jobs(repro.cases)
+    jobs += cases
     env, results = run_child(python, repro, jobs, say, meanwhile)
     edited = manifest.changed(repro)
     if edited:
         name = edited[0]
         raise InputError(
-            manifest.DIAGNOSER_FILE if name == manifest.DIAGNOSER else repro.folder / name,
+            repro.path_of(name),
             "changed while the scenarios ran, so the capture is of text that is no longer there; "
             "run the build again once nothing writes into repro/; nothing was written",
         )
@@ -499,4 +512,8 @@ def capture(repro, python=None, say=print, today=None, meanwhile=None):
         env["cuda"],
         today,
     )
-    return Snapshot(SCHEMA, environment, repro.hashes(), runs, loops)
+    reports = {
+        case.name: CaseRun(results[job.id]["ended"], results[job.id]["report"])
+        for case, job in zip(repro.cases, cases, strict=True)
+    }
+    return Snapshot(SCHEMA, environment, repro.hashes(), runs, loops, reports)

@@ -216,6 +216,45 @@ def run_job(job):
     return result
 
 
+CASE_JOBS = "case "
+
+
+def relative_to(value, folder):
+    """The report with every mention of `folder` dropped from its text: paths as the case's own
+    folder names them, not this machine's."""
+    if isinstance(value, dict):
+        return {key: relative_to(item, folder) for key, item in value.items()}
+    if isinstance(value, list):
+        return [relative_to(item, folder) for item in value]
+    if isinstance(value, str):
+        return value.replace(folder + os.sep, "")
+    return value
+
+
+def run_case(job):
+    """Run a diagnoser test case under the diagnoser, as `cd CASES && python diagnose.py
+    --json R NAME.py` would; return how it ended and the report, paths relative to its folder."""
+    import torch
+
+    diagnoser = sys.modules[DIAGNOSER]
+    filename = job["file"]
+    around = diagnoser.diagnose(script=filename, shown=os.path.basename(filename))
+    random.seed(SEED)
+    torch.manual_seed(SEED)
+    namespace = {"__name__": "__main__", "__file__": filename}
+    code = compile(job["source"], filename, "exec")
+    linecache.cache[filename] = (len(job["source"]), None, job["source"].splitlines(True), filename)
+    ended = None
+    try:
+        with around:
+            exec(code, namespace)
+    except (Exception, SystemExit) as exc:  # the case's own ending is the result
+        ended = type(exc).__name__
+    report = dict(around.report)
+    del report["torch"]  # the snapshot's environment names it, without the build tag
+    return {"ended": ended, "report": relative_to(report, os.path.dirname(filename))}
+
+
 def install_module(name, filename, source):
     """Make `import name` give this source text, the one the snapshot hashed, not a reread file."""
     import types
@@ -625,8 +664,11 @@ class Spare:
                 return
             job = jobs[int(chosen)]
             sys.argv = [os.path.basename(job["file"])]
+            if job["id"].startswith(CASE_JOBS):  # a case runs in its own folder
+                os.chdir(os.path.dirname(job["file"]))
             remember_state()
             run = run_loop if job["id"].startswith(LOOP_JOBS) else run_job
+            run = run_case if job["id"].startswith(CASE_JOBS) else run
             data = json.dumps(run(job), sort_keys=True).encode("ascii")
             CHILDREN.kill_all_but()  # what the job started ends with it
             os.write(self.result.fileno(), data)

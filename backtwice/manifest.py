@@ -21,6 +21,9 @@ SUPPORT = "support.py"
 DIAGNOSER = "backtwice/diagnose.py"
 DIAGNOSER_FILE = Path(__file__).with_name("diagnose.py")
 LOOP_BUILDER = "loop.py"
+# The diagnoser's test cases, beside repro/ in the project: the capture runs each under the
+# diagnoser and hashes it under this folder's name, as it does repro/'s files.
+CASES = "tests/diagnose_cases"
 DEFAULT_TIMEOUT = 30.0
 MAX_TIMEOUT = 600.0
 EXPECTS = ("raises", "runs")
@@ -46,6 +49,18 @@ class Scenario:
 
 
 @dataclass(frozen=True)
+class Case:
+    """One script of tests/diagnose_cases/, which the capture runs under the diagnoser."""
+
+    name: str
+    """The file's name, e.g. 'gan.py': the snapshot's key for its report."""
+    path: Path
+    """The file."""
+    source: str
+    """The file's text, read once: what runs and what is hashed."""
+
+
+@dataclass(frozen=True)
 class Repro:
     """Everything a capture or a render reads from repro/, read once."""
 
@@ -58,6 +73,17 @@ class Repro:
     """repro/loop.py, executed from the text in `sources`, or None where there is none."""
     folder: Path
     """The repro folder."""
+    cases: tuple[Case, ...] = ()
+    """The diagnoser's cases in CASES beside the repro folder, by name; their text is also in
+    `sources`, under CASES/NAME."""
+
+    def path_of(self, name):
+        """The file a name in `sources` was read from."""
+        if name == DIAGNOSER:
+            return DIAGNOSER_FILE
+        if name.startswith(CASES + "/"):
+            return self.folder.parent / name
+        return self.folder / name
 
     def hashes(self):
         """sha256 of each file's text, by file name, as the snapshot records them."""
@@ -221,14 +247,21 @@ def load(repro):
     sources[DIAGNOSER] = read_text(DIAGNOSER_FILE)
     if LOOP_BUILDER in sources:
         builder = load_module("repro_loop", repro / LOOP_BUILDER, sources[LOOP_BUILDER])
-    return Repro(scenarios, sources, builder, repro)
+    cases = load_cases(repro.parent / CASES)
+    sources.update({f"{CASES}/{case.name}": case.source for case in cases})
+    return Repro(scenarios, sources, builder, repro, cases)
+
+
+def load_cases(folder):
+    """Read every *.py in the cases folder, by name; none where there is no such folder."""
+    return tuple(Case(p.name, p, read_text(p)) for p in sorted(Path(folder).glob("*.py")))
 
 
 def changed(repro):
     """The names of the files whose text on disk is no longer the text `repro` read."""
     found = []
     for name, text in sorted(repro.sources.items()):
-        path = DIAGNOSER_FILE if name == DIAGNOSER else repro.folder / name
+        path = repro.path_of(name)
         try:
             now = Path(path).read_text(encoding="utf-8")  # as load() read it
         except (OSError, UnicodeDecodeError):

@@ -14,7 +14,7 @@ from typing import Any
 
 from .errors import InputError, OutputError
 
-SCHEMA = 2
+SCHEMA = 3
 RECAPTURE = "run `python build.py` with torch installed to capture it again"
 NEWER = (
     "was written by a newer build of this project (schema {found}; this build reads schema "
@@ -215,6 +215,17 @@ class LoopRun:
 
 
 @dataclass(frozen=True)
+class CaseRun:
+    """What backtwice/diagnose.py reported on one script of tests/diagnose_cases/."""
+
+    ended: str | None
+    """The exception the script ended with ('RuntimeError', 'SystemExit'), or None."""
+    report: dict[str, Any]
+    """The diagnoser's --json report, without its 'torch' (the environment names it), each
+    file named relative to the case's folder ('gan.py')."""
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """Everything one capture recorded."""
 
@@ -228,6 +239,8 @@ class Snapshot:
     """Each scenario's run, by id."""
     loops: dict[str, LoopRun]
     """Each checker loop's run, by key (see repro/loop.py Answers.key)."""
+    cases: dict[str, CaseRun]
+    """The diagnoser's report on each script of tests/diagnose_cases/, by file name."""
 
     def comparable(self):
         """Return the snapshot as JSON data without what may vary between equal captures.

@@ -4,7 +4,6 @@ import contextlib
 import io
 import json
 import os
-import re
 import runpy
 import subprocess
 import sys
@@ -17,36 +16,22 @@ import pytest
 from backtwice import diagnose
 
 from .conftest import ROOT
+from .diagnose_markers import (
+    CASES,
+    NAMES,
+    RAISING,
+    beyond,
+    check_clean,
+    check_fix,
+    check_labels,
+    check_places,
+    check_report,
+    expected,
+)
 
-CASES = ROOT / "tests" / "diagnose_cases"
 MODULE = [sys.executable, "-m", "backtwice.diagnose"]
-LABELLED = {"raises", "frees", "forward", "kept", "changed"}
-# Nodes that saved only a Python number below one that saved tensors are dated by their
-# sequence number, which torch 2.0 does not give Python: there these cases name other lines.
-SEQUENCE_NEEDED = {"scalar_rand_target.py", "scalar_aux_weight.py", "scalar_temperature.py"}
 # Reach answers CONTRACTS.md gives the checker that its branch adds (not yet in this checker).
 PENDING = {"reach": {"lstm-both", "frozen", "bank"}}
-
-
-def expected(name):
-    """The lines each `# expect: ...` marker names, and the `# expect-KEY: VALUE` headers (a
-    list per key: -fix, -not-fix and -where may repeat)."""
-    lines = {}
-    headers = {}
-    for number, text in enumerate((CASES / name).read_text().splitlines(), start=1):
-        found = re.search(r"# expect: ([\w -]+)$", text)
-        if found:
-            for word in found.group(1).split():
-                lines.setdefault(word, []).append(number)
-        header = re.match(r"\s*# expect-([\w-]+)(?:: (.+))?$", text)
-        if header:
-            headers.setdefault(header.group(1), []).append((header.group(2) or "").strip())
-    if "clean" in headers:
-        headers["cause"] = ["none"]
-    return lines, headers
-
-
-RAISING = sorted(p.name for p in CASES.glob("*.py") if expected(p.name)[1].get("cause") != ["none"])
 
 
 def report_for(path, python=None, cwd=None):
@@ -105,60 +90,24 @@ def reports(tmp_path_factory):
 
 @pytest.mark.parametrize("name", RAISING)
 def test_names_raising_freeing_and_forward_lines(reports, name):
-    lines, headers = expected(name)
     process, report = reports[name]
-    source = (CASES / name).read_text().splitlines()
     assert process.returncode == 1, process.stderr
-    assert report["cause"] == headers["cause"][0]
-    assert report["raised"]["line"] == lines["raises"][0]
-    assert report["raised"]["file"] == relative(name)
-    assert report["raised"]["code"] == source[lines["raises"][0] - 1].strip()
-    freeing = lines.get("frees", lines.get("kept"))
-    if freeing:
-        assert report["freed_by"]["line"] == freeing[0]
-        assert report["freed_by"]["retain_graph"] is ("kept" in lines)
-    if "forward" in lines:
-        assert report["node"]["line"] == lines["forward"][0]
-        assert report["node"]["file"] == relative(name)
-    for kind, place in (("caller-raises", "raised"), ("caller-frees", "freed_by")):
-        if kind in lines:
-            assert lines[kind][0] in [c["line"] for c in report[place]["callers"]], kind
-    assert report["checker"].replace("retain=retain", "retain=none") in diagnose.CHECKER.values()
-    if "checker" in headers:
-        assert report["checker"] == diagnose.CHECKER[headers["checker"][0]]
+    check_places(report, name, relative(name))
 
 
 @pytest.mark.parametrize("name", RAISING)
 def test_labelled_lines_in_source_order(reports, name):
-    lines, _ = expected(name)
-    report = reports[name][1]
-    found = {(e["kind"], e["line"]) for e in report["lines"]}
-    for kind in LABELLED & set(lines):
-        assert (kind, lines[kind][0]) in found, kind
-    order = [(e["file"], e["line"]) for e in report["lines"]]
-    assert order == sorted(order)
-    assert all(e["label"] and e["code"] for e in report["lines"])
+    check_labels(reports[name][1], name)
 
 
 @pytest.mark.parametrize("name", RAISING)
 def test_fix_names_the_lines_and_fits_the_cause(reports, name):
-    lines, headers = expected(name)
-    report = reports[name][1]
-    fix, text = report["fix"].lower(), diagnose.format_report(report)
-    where = relative(name) + ":"
-    kinds = ("raises", "frees", "forward", "kept", "caller-raises", "caller-frees")
-    named = {ln for kind in kinds for ln in lines.get(kind, [])}
-    assert any(f"{where}{ln}" in report["fix"] for ln in named), report["fix"]
-    for phrase in headers.get("fix", []):
-        assert phrase.lower() in fix, phrase
-    for phrase in headers.get("not-fix", []):
-        assert phrase.lower() not in fix, phrase
-    for phrase in headers.get("where", []):
-        assert phrase in text, phrase
-    if headers["cause"][0] == "carried-state":
-        assert "retain_graph" not in fix
-    if headers["cause"][0] == "same-loss-twice":
-        assert "once" in fix
+    check_fix(reports[name][1], name, relative(name))
+
+
+@pytest.mark.parametrize("name", sorted(set(NAMES) - set(RAISING)))
+def test_clean_cases_report_no_cause(reports, name):
+    check_clean(reports[name][1], name)
 
 
 @pytest.mark.parametrize("name", RAISING)
@@ -372,20 +321,10 @@ OTHER_PYTHONS = [p for p in os.environ.get("DIAGNOSE_PYTHONS", "").split(os.path
 @pytest.mark.parametrize("python", OTHER_PYTHONS)
 def test_cases_under_other_torch(python):
     # DIAGNOSE_PYTHONS=/path/to/torch-2.0.1/bin/python:... runs every case with that torch.
-    for name in RAISING:
-        lines, headers = expected(name)
+    for name in NAMES:
         report = report_for(relative(name), python=python, cwd=ROOT)
-        if name in SEQUENCE_NEEDED and report["torch"].startswith("2.0."):
-            continue  # torch 2.0's Python nodes have no _sequence_nr to date them by
-        assert report["cause"] == headers["cause"][0], name
-        assert report["raised"]["line"] == lines["raises"][0], name
-        freeing = lines.get("frees", lines.get("kept"))
-        if freeing:
-            assert report["freed_by"]["line"] == freeing[0], name
-        if "forward" in lines:
-            assert report["node"]["line"] == lines["forward"][0], name
-        for phrase in headers.get("fix", []):
-            assert phrase.lower() in report["fix"].lower(), (name, phrase)
+        if not beyond(name, report["torch"]):
+            check_report(report, name, relative(name))
 
 
 def test_checker_fragments_select_checker_answers():

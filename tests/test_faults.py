@@ -49,9 +49,11 @@ def site(tmp_path):
 
 @pytest.fixture
 def repro_copy(tmp_path):
-    """A copy of repro/ to change."""
+    """A copy of repro/ to change, with the diagnoser's cases beside it as in the project."""
     folder = tmp_path / "repro"
     shutil.copytree(REPRO, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    cases = tmp_path / manifest.CASES
+    shutil.copytree(ROOT / manifest.CASES, cases, ignore=shutil.ignore_patterns("__pycache__"))
     return folder
 
 

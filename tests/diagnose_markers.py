@@ -1,0 +1,119 @@
+"""Read the marker comments of tests/diagnose_cases/ and check a diagnoser report against them.
+
+Shared by the tests that run the cases here (tests/test_diagnose.py) and those that read the
+reports the capture recorded on every kept torch (tests/test_diagnose_snapshots.py).
+"""
+
+import re
+
+from backtwice import diagnose
+
+from .conftest import ROOT
+
+CASES = ROOT / "tests" / "diagnose_cases"
+LABELLED = {"raises", "frees", "forward", "kept", "changed"}
+# Nodes that saved only a Python number below one that saved tensors are dated by their
+# sequence number, which torch 2.0 does not give Python: there these cases name other lines.
+SEQUENCE_NEEDED = {"scalar_rand_target.py", "scalar_aux_weight.py", "scalar_temperature.py"}
+
+
+def expected(name):
+    """The lines each `# expect: ...` marker names, and the `# expect-KEY: VALUE` headers (a
+    list per key: -fix, -not-fix and -where may repeat)."""
+    lines = {}
+    headers = {}
+    for number, text in enumerate((CASES / name).read_text().splitlines(), start=1):
+        found = re.search(r"# expect: ([\w -]+)$", text)
+        if found:
+            for word in found.group(1).split():
+                lines.setdefault(word, []).append(number)
+        header = re.match(r"\s*# expect-([\w-]+)(?:: (.+))?$", text)
+        if header:
+            headers.setdefault(header.group(1), []).append((header.group(2) or "").strip())
+    if "clean" in headers:
+        headers["cause"] = ["none"]
+    return lines, headers
+
+
+NAMES = sorted(p.name for p in CASES.glob("*.py"))
+RAISING = [name for name in NAMES if expected(name)[1].get("cause") != ["none"]]
+
+
+def beyond(name, torch_version):
+    """Whether this torch cannot date the case's nodes (SEQUENCE_NEEDED on torch 2.0)."""
+    return name in SEQUENCE_NEEDED and torch_version.startswith("2.0.")
+
+
+def check_places(report, name, shown):
+    """Check the cause and the raising, freeing, forward and caller lines the markers name;
+    `shown` is how the report names the case's file."""
+    lines, headers = expected(name)
+    source = (CASES / name).read_text().splitlines()
+    assert report["cause"] == headers["cause"][0], name
+    assert report["raised"]["line"] == lines["raises"][0], name
+    assert report["raised"]["file"] == shown, name
+    assert report["raised"]["code"] == source[lines["raises"][0] - 1].strip(), name
+    freeing = lines.get("frees", lines.get("kept"))
+    if freeing:
+        assert report["freed_by"]["line"] == freeing[0], name
+        assert report["freed_by"]["retain_graph"] is ("kept" in lines), name
+    if "forward" in lines:
+        assert report["node"]["line"] == lines["forward"][0], name
+        assert report["node"]["file"] == shown, name
+    for kind, place in (("caller-raises", "raised"), ("caller-frees", "freed_by")):
+        if kind in lines:
+            assert lines[kind][0] in [c["line"] for c in report[place]["callers"]], (name, kind)
+    checker = report["checker"].replace("retain=retain", "retain=none")
+    assert checker in diagnose.CHECKER.values(), name
+    if "checker" in headers:
+        assert report["checker"] == diagnose.CHECKER[headers["checker"][0]], name
+
+
+def check_labels(report, name):
+    """Check that every marked line is labelled with its kind, in source order."""
+    lines, _ = expected(name)
+    found = {(e["kind"], e["line"]) for e in report["lines"]}
+    for kind in LABELLED & set(lines):
+        assert (kind, lines[kind][0]) in found, (name, kind)
+    order = [(e["file"], e["line"]) for e in report["lines"]]
+    assert order == sorted(order), name
+    assert all(e["label"] and e["code"] for e in report["lines"]), name
+
+
+def check_fix(report, name, shown):
+    """Check that the fix names a marked line and holds (or leaves out) the marked phrases."""
+    lines, headers = expected(name)
+    fix, text = report["fix"].lower(), diagnose.format_report(report)
+    kinds = ("raises", "frees", "forward", "kept", "caller-raises", "caller-frees")
+    named = {ln for kind in kinds for ln in lines.get(kind, [])}
+    assert any(f"{shown}:{ln}" in report["fix"] for ln in named), (name, report["fix"])
+    for phrase in headers.get("fix", []):
+        assert phrase.lower() in fix, (name, phrase)
+    for phrase in headers.get("not-fix", []):
+        assert phrase.lower() not in fix, (name, phrase)
+    for phrase in headers.get("where", []):
+        assert phrase in text, (name, phrase)
+    if headers["cause"][0] == "carried-state":
+        assert "retain_graph" not in fix, name
+    if headers["cause"][0] == "same-loss-twice":
+        assert "once" in fix, name
+
+
+def check_clean(report, name):
+    """Check a case marked `# expect-clean`: no error, and the double traversals it marks."""
+    lines, _ = expected(name)
+    assert report["error"] is None and report["cause"] is None, name
+    assert report["raised"] is None and report["freed_by"] is None and report["node"] is None
+    marked = list(zip(lines.get("first", []), lines.get("second", []), strict=True))
+    found = [(d["first"]["line"], d["second"]["line"]) for d in report["double_traversals"]]
+    assert found == marked, name
+
+
+def check_report(report, name, shown):
+    """Check a report against every marker of its case."""
+    if name not in RAISING:
+        check_clean(report, name)
+        return
+    check_places(report, name, shown)
+    check_labels(report, name)
+    check_fix(report, name, shown)
