@@ -363,6 +363,7 @@ class _Diagnoser:
         self.said_aside = False
         self.template = None
         self.local = threading.local()
+        self.bare = False
         self.patched = []
         self.step_hook = None
         self.unprinted = None
@@ -391,24 +392,36 @@ class _Diagnoser:
         if register is not None:
             self.step_hook = register(self._stepped)
         self._hook()
-        threading.setprofile(self._thread)
+        inner = getattr(threading.Thread, "_bootstrap_inner", None)  # Python 3.8 to 3.14
+        if inner is not None:
+            self._patch(threading.Thread, "_bootstrap_inner", self._threaded(inner))
 
     def _hook(self):
         self.local.aside = 0
         self.local.hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
         self.local.hooks.__enter__()
 
-    def _thread(self, *_):
-        sys.setprofile(None)
-        if _active() is self:
+    def _threaded(self, inner):
+        # Hooks pushed in a thread are popped before it ends: left on torch's thread-local
+        # stack, they are released after the interpreter may have begun to shut down.
+        def run(thread):
+            if _active() is not self or self.bare:
+                return inner(thread)
             self._hook()
+            try:
+                return inner(thread)
+            finally:
+                if self.local.aside == 0:
+                    self.local.hooks.__exit__(None, None, None)
+                self.local.hooks = None
+
+        return run
 
     def _patch(self, owner, name, value):
         self.patched.append((owner, name, getattr(owner, name)))
         setattr(owner, name, value)
 
     def stop(self):
-        threading.setprofile(None)
         if getattr(self.local, "hooks", None) is not None and self.local.aside == 0:
             self.local.hooks.__exit__(None, None, None)
         self.local.hooks = None
@@ -604,9 +617,11 @@ class _Diagnoser:
 
     def _inplace_message(self, saved):
         if self.template is None:
-            threading.setprofile(None)
-            self.template = _InplaceTemplate(self.original_backward)
-            threading.setprofile(self._thread)
+            self.bare = True
+            try:
+                self.template = _InplaceTemplate(self.original_backward)
+            finally:
+                self.bare = False
         return self.template.message(saved.tensor, saved.version, self._owner(saved))
 
     def _owner(self, saved):
