@@ -652,7 +652,6 @@ def build(loops):
             {
                 "key": combo,
                 "label": label_of(combo),
-                "fragment": fragment(combo),
                 "verdict": {"kind": kind, "headline": headline},
                 "fix": main_fix or "None: this is the usual code.",
                 "count": len(keys),

@@ -451,7 +451,8 @@ def none_survive(pids, within=10.0):
     assert not [pid for pid in pids if alive(pid)], "processes outlived the build"
 
 
-@pytest.mark.parametrize(
+# Each stop signal, its exit code and the word its one line uses.
+STOP_SIGNALS = pytest.mark.parametrize(
     ("signum", "code", "how"),
     [
         (signal.SIGINT, EXIT_INTERRUPTED, "interrupted"),
@@ -460,6 +461,9 @@ def none_survive(pids, within=10.0):
     ],
     ids=["ctrl-c", "sigterm", "sighup"],
 )
+
+
+@STOP_SIGNALS
 def test_a_signal_stops_the_child_and_all_it_started_and_writes_nothing(
     tmp_path, snapshots_copy, site, signum, code, how
 ):
@@ -846,15 +850,7 @@ def test_gitignore_covers_the_readmes_venv():
     assert "python3 -m venv .venv" in (ROOT / "README.md").read_text(encoding="utf-8")
 
 
-@pytest.mark.parametrize(
-    ("signum", "code", "how"),
-    [
-        (signal.SIGINT, EXIT_INTERRUPTED, "interrupted"),
-        (signal.SIGTERM, EXIT_TERMINATED, "terminated"),
-        (signal.SIGHUP, EXIT_HUNG_UP, "hung up"),
-    ],
-    ids=["ctrl-c", "sigterm", "sighup"],
-)
+@STOP_SIGNALS
 def test_a_signal_while_writing_waits_for_the_files_and_says_so(
     snapshots_copy, site, monkeypatch, capsys, signum, code, how
 ):
