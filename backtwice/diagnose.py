@@ -82,7 +82,9 @@ _LIBRARIES = _library_dirs()
 
 
 def _is_reader(code):
-    known = _READER.get(code)
+    # Keyed by id: hashing a code object hashes all its constants, a module's whole code. The
+    # code is kept with its answer, so its id is never reused.
+    known = _READER.get(id(code))
     if known is None:
         name = code.co_filename
         if name.startswith("<"):
@@ -90,61 +92,32 @@ def _is_reader(code):
         else:
             path = os.path.normcase(os.path.abspath(name))
             known = path != _HERE and not path.startswith(_LIBRARIES)
-        _READER[code] = known
-    return known
+        known = _READER[id(code)] = (known, code)
+    return known[0]
+
+
+def _frames(frame, top):
+    found = []
+    while frame is not None and id(frame.f_code) not in _STOP and frame is not top:
+        if _is_reader(frame.f_code):
+            found.append(frame)
+        frame = frame.f_back
+    return found
 
 
 def _site(frame, top=None):
-    stack = []
-    while frame is not None and frame.f_code not in _STOP and frame is not top:
-        if _is_reader(frame.f_code):
-            stack.append((frame.f_code, frame.f_lineno))
-        frame = frame.f_back
-    return tuple(stack)
+    return tuple((f.f_code, f.f_lineno) for f in _frames(frame, top))
+
+
+def _key(site):
+    return tuple((id(code), line) for code, line in site)
 
 
 class _Call:
     """One backward or autograd.grad call: small facts only, formatted after an error."""
 
-    __slots__ = [
-        "number",
-        "kind",
-        "site",
-        "retain_graph",
-        "roots",
-        "results",
-        "previous",
-        "runs",
-        "fresh",
-        "seq",
-    ]
-
-
-class _Saved:
-    """What a pack hook keeps: the tensor, its version, and the reader's line that saved it."""
-
-    __slots__ = ("tensor", "version", "original", "code", "line", "clock")
-
-    def __del__(self):
-        state = _active()
-        if state is None or state.current is None or _current_node is None:
-            return
-        try:
-            node = _current_node()
-            if node is not None:
-                meta = node.metadata
-                if FREED not in meta:
-                    meta[FREED] = (state.current, self.code, self.line, self.clock)
-        except Exception:
-            pass
-
-
-def _tensors(value):
-    if isinstance(value, torch.Tensor):
-        return (value,)
-    if isinstance(value, (list, tuple)):
-        return tuple(item for item in value if isinstance(item, torch.Tensor))
-    return ()
+    __slots__ = ("number", "kind", "site", "retain_graph", "roots", "results", "previous")
+    __slots__ += ("runs", "fresh", "seq")
 
 
 def _is_node(value):
@@ -191,11 +164,9 @@ def _dead(node):
         if name.startswith("_saved_"):
             try:
                 getattr(node, name)
-            except RuntimeError as exc:
+            except Exception as exc:
                 if BACKWARD_TWICE in str(exc):
                     return True
-            except Exception:
-                pass
     return False
 
 
@@ -344,29 +315,14 @@ class _Diagnoser:
     """Records calls and saved tensors while a script runs; reports once the error fires."""
 
     def __init__(self, script=None, shown=None, quiet=False):
-        self.script = script
-        self.shown = shown
-        self.quiet = quiet
-        self.top = None
-        self.number = 0
-        self.current = None
-        self.packed = False
-        self.by_site = {}
-        self.steps = {}
-        self.lines = {}
-        self.last_pack = (None, None)
-        self.first = self.last_free = self.retained = self.stepped = None
-        self.report = self.reported = self.inplace = None
-        self.doubles = []
+        self.script, self.shown, self.quiet, self.number = script, shown, quiet, 0
+        self.top = self.current = self.pack_key = self.marked = self.scan = self.template = None
+        self.first = self.last_free = self.retained = self.stepped = self.step_hook = None
+        self.report = self.reported = self.inplace = self.unprinted = None
+        self.by_site, self.steps, self.lines, self.doubles, self.patched = {}, {}, {}, [], []
         self.double_sites = set()
-        self.scan = None
-        self.said_aside = False
-        self.template = None
+        self.said_aside = self.bare = False
         self.local = threading.local()
-        self.bare = False
-        self.patched = []
-        self.step_hook = None
-        self.unprinted = None
 
     def start(self):
         setattr(torch.autograd, KEY, self)
@@ -434,43 +390,39 @@ class _Diagnoser:
             delattr(torch.autograd, KEY)
 
     def _pack(self, tensor):
+        # Kept cheap, it runs for every saved tensor: (tensor, version, original, (code, line,
+        # clock)), the last shared by every tensor one op of the reader's line saves (an RNN).
         frame = sys._getframe(1)
-        # One op (an RNN) saves many tensors from one place: look its reader's line up once.
-        key = (id(frame), frame.f_code, frame.f_lasti, self.number)
-        if key != self.last_pack[0]:
-            reader = _READER.get
-            while frame is not None:
-                known = reader(frame.f_code)
-                if known is None:
-                    known = _is_reader(frame.f_code)
-                if known:
-                    break
+        if self.pack_key != (id(frame), frame.f_lasti):
+            self.pack_key = (id(frame), frame.f_lasti)
+            while frame is not None and not _is_reader(frame.f_code):
                 frame = frame.f_back
             where = (frame.f_code, frame.f_lineno) if frame is not None else (None, None)
-            self.last_pack = (key, where)
-            self.lines[where] = self.number
-        saved = _Saved()
-        saved.tensor = tensor.detach()
-        saved.version = tensor._version
-        if tensor._is_view():
-            saved.original = lambda: tensor
-        else:
-            saved.original = weakref.ref(tensor)
-        saved.code, saved.line = self.last_pack[1]
-        saved.clock = self.number
-        self.packed = True
-        return saved
+            self.pack_where = where + (self.number,)
+            self.lines[_key((where,))] = self.number
+        original = (lambda: tensor) if tensor._is_view() else weakref.ref(tensor)
+        return tensor.detach(), tensor._version, original, self.pack_where
 
     def _unpack(self, saved):
+        tensor, version, _, where = saved
         if self.scan is not None:
             self.scan.append(saved)
-        elif saved.tensor._version != saved.version:
+        elif tensor._version != version:
             self.inplace = (saved, _current_node() if _current_node is not None else None)
             raise RuntimeError(self._inplace_message(saved))
-        return saved.tensor
+        call = self.current
+        # A node reads its saved tensors in a call that keeps no graph: that call frees them.
+        if call is not None and not call.retain_graph and _current_node is not None:
+            node = _current_node()
+            if node is not self.marked:
+                self.marked = node
+                node.metadata.setdefault(FREED, (call,) + where)
+        return tensor
 
     def _stepped(self, optimizer, *_):
-        self.stepped = (_site(sys._getframe(1), self.top), self.number)
+        # Only a kept graph can see the step change a saved tensor: find its line only then.
+        if self.retained is not None:
+            self.stepped = (_site(sys._getframe(1), self.top), self.number)
         self.steps[id(optimizer)] = self.number
 
     def _wrap(self, original, kind, at):
@@ -508,13 +460,15 @@ class _Diagnoser:
         call = _Call()
         call.number, call.kind, call.site = self.number, kind, _site(frame, self.top)
         call.retain_graph = bool(create) if retain is None else bool(retain)
-        tensors = _tensors(roots)
+        tensors = _kind(roots)[1]
         call.roots = tuple(weakref.ref(t) for t in tensors)
         call.results = ()
-        call.previous, runs = self.by_site.get(call.site, (None, 0))
+        key = _key(call.site)
+        call.previous, runs = self.by_site.get(key, (None, 0))
         call.runs = runs + 1
-        call.fresh, self.packed = self.packed, False
-        self.by_site[call.site] = (call.number, call.runs)
+        # A pack since the last call: a forward pass ran in between.
+        call.fresh, self.pack_key = self.pack_key is not None, None
+        self.by_site[key] = (call.number, call.runs)
         self.first = self.first or call
         call.seq = -1
         for tensor in tensors:
@@ -524,13 +478,13 @@ class _Diagnoser:
         return call
 
     def _done(self, call, result):
-        self.packed = False
+        self.pack_key = self.marked = None
         if call.retain_graph:
             self.retained = call
         else:
             self.last_free = call
         if call.kind == "grad":
-            call.results = tuple(weakref.ref(t) for t in _tensors(result))
+            call.results = tuple(weakref.ref(t) for t in _kind(result)[1])
         self._walk_after(call)
 
     def _walk_after(self, call):
@@ -559,7 +513,11 @@ class _Diagnoser:
         if key in self.double_sites:
             return
         self.double_sites.add(key)
-        entry = {"first": self._place(first), "second": self._place(second), "node": node.name()}
+        entry = {
+            "first": self._place(first.site, first.number),
+            "second": self._place(second.site, second.number),
+            "node": node.name(),
+        }
         self.doubles.append(entry)
         sys.stderr.write(
             f"{PREFIX}warning: call {second.number} at {_where(entry['second'])} went through nodes"
@@ -622,7 +580,7 @@ class _Diagnoser:
                 self.template = _InplaceTemplate(self.original_backward)
             finally:
                 self.bare = False
-        return self.template.message(saved.tensor, saved.version, self._owner(saved))
+        return self.template.message(saved[0], saved[1], self._owner(saved))
 
     def _owner(self, saved):
         node = _current_node() if _current_node is not None else None
@@ -637,7 +595,7 @@ class _Diagnoser:
                 if any(item is saved for item in found):
                     digits = name[len("_saved_result") :]
                     return node.name(), int(digits) if digits.isdigit() else 0
-        original = saved.original()
+        original = saved[2]()
         if original is None or original.grad_fn is None:
             return None
         return original.grad_fn.name(), original.output_nr
@@ -649,7 +607,9 @@ class _Diagnoser:
             return
         roots = [r() for r in call.roots]
         stack = [t.grad_fn for t in roots if t is not None and t.grad_fn is not None]
-        self._finish(exc, self._place(call), call, *self._search(stack, call), frames)
+        self._finish(
+            exc, self._place(call.site, call.number), call, *self._search(stack, call), frames
+        )
 
     def _search(self, stack, call):
         seen, found, roots, leaves = {}, [], set(), False
@@ -709,8 +669,7 @@ class _Diagnoser:
         if not found:
             everything = list(frame.f_locals.values()) + list(frame.f_globals.values())
             found, _, _ = self._search([n for n in map(_node_of, everything) if n], None)
-        raised = self._at(filename, line, None)
-        raised["callers"] = [self._at(f.f_code.co_filename, n) for f, n in frames[1:]]
+        raised = self._place([(f.f_code, n) for f, n in frames])
         self._finish(exc, raised, None, found, set(), False, [f for f, _ in frames])
 
     def _nodes_named(self, frame, code):
@@ -773,15 +732,15 @@ class _Diagnoser:
 
     def _after_retain(self, exc, call, frames):
         (saved, node), kept = self.inplace or (None, None), self.retained
-        if saved is None or kept is None or kept.number <= saved.clock:
+        if saved is None or kept is None or kept.number <= saved[3][2]:
             return
-        found = [(node, (kept, saved.code, saved.line, saved.clock))] if node is not None else []
+        found = [(node, (kept,) + saved[3])] if node is not None else []
         changed = None
         if self.stepped and self.stepped[1] >= kept.number and self.stepped[0]:
-            (code, line), callers = self.stepped[0][0], self.stepped[0][1:]
-            changed = self._at(code.co_filename, line, None)
-            changed["callers"] = [self._at(c.co_filename, n) for c, n in callers]
-        self._finish(exc, self._place(call), call, found, set(), True, frames, changed)
+            changed = self._place(self.stepped[0])
+        self._finish(
+            exc, self._place(call.site, call.number), call, found, set(), True, frames, changed
+        )
 
     def _finish(self, exc, raised, call, found, roots, leaves, frames, changed=None):
         node, mark = max(found, key=lambda item: _sequence(item[0])) if found else (None, None)
@@ -789,7 +748,7 @@ class _Diagnoser:
         holder = self._holder(node, frames) if node is not None else None
         code, line, clock = mark[1:] if mark else (None, None, None)
         filename = code.co_filename if code else None
-        if clock == 0 and self.lines.get((code, line)):
+        if clock == 0 and self.lines.get(_key(((code, line),))):
             clock = -1
         if node is not None and filename is None:
             filename, line = _scalar_line(node)
@@ -805,7 +764,9 @@ class _Diagnoser:
         report = dict(self.result(), error=str(exc), raised=raised)
         report["cause"] = "inplace-after-retain" if retained else cause
         if freeing is not None:
-            report["freed_by"] = dict(self._place(freeing), retain_graph=freeing.retain_graph)
+            report["freed_by"] = dict(
+                self._place(freeing.site, freeing.number), retain_graph=freeing.retain_graph
+            )
         if node is not None and line:
             report["node"] = dict(self._at(filename, line, None), name=node.name())
         if cause is not None:
@@ -888,7 +849,7 @@ class _Diagnoser:
         return sorted(lines, key=lambda e: (str(e["file"]), e["line"] or 0, order.index(e["kind"])))
 
     def _call(self, call):
-        runs = self.by_site.get(call.site, (0, 0))[1]
+        runs = self.by_site.get(_key(call.site), (0, 0))[1]
         step = f" (iteration {call.runs})" if runs > 1 else ""
         return f"{call.kind} call {call.number}{step}"
 
@@ -966,12 +927,11 @@ class _Diagnoser:
             place["call"] = call
         return place
 
-    def _place(self, call):
-        if not call.site:
-            return {"file": None, "line": None, "code": None, "call": call.number, "callers": []}
-        (code, line), callers = call.site[0], call.site[1:]
-        place = self._at(code.co_filename, line, call.number)
-        place["callers"] = [self._at(c.co_filename, n) for c, n in callers]
+    def _place(self, site, call=None):
+        if not site:
+            return {"file": None, "line": None, "code": None, "call": call, "callers": []}
+        place = self._at(site[0][0].co_filename, site[0][1], call)
+        place["callers"] = [self._at(c.co_filename, n) for c, n in site[1:]]
         return place
 
     def result(self):
@@ -981,15 +941,6 @@ class _Diagnoser:
         return dict(
             dict.fromkeys(keys), torch=torch.__version__, lines=[], double_traversals=self.doubles
         )
-
-
-def _frames(frame, top):
-    found = []
-    while frame is not None and frame.f_code not in _STOP and frame is not top:
-        if _is_reader(frame.f_code):
-            found.append(frame)
-        frame = frame.f_back
-    return found
 
 
 def _kind(value):
@@ -1241,12 +1192,10 @@ def _trimmed(tb, script):
         if started and os.path.normcase(os.path.abspath(code.co_filename)) != _HERE:
             entries.append(tb)
         tb = tb.tb_next
-    for index in range(len(entries) - 1):
-        entries[index].tb_next = entries[index + 1]
-    if entries:
-        entries[-1].tb_next = None
-        return entries[0]
-    return None
+    entries.append(None)
+    for index, entry in enumerate(entries[:-1]):
+        entry.tb_next = entries[index + 1]
+    return entries[0]
 
 
 USAGE = "usage: python -m backtwice.diagnose [--json FILE] [--] SCRIPT|DIR [ARGS...]"
@@ -1315,7 +1264,7 @@ def main(argv=None):
     return 0
 
 
-_STOP.add(main.__code__)
+_STOP.add(id(main.__code__))
 
 
 def _run_script(script):
