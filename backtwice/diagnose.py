@@ -60,6 +60,7 @@ CHECKER = {
 }
 
 _HERE = os.path.normcase(os.path.abspath(__file__))
+_Node = torch.autograd.graph.Node
 _current_node = getattr(torch._C, "_current_autograd_node", None)
 _STOP = set()
 _READER = {}
@@ -82,8 +83,7 @@ _LIBRARIES = _library_dirs()
 
 
 def _is_reader(code):
-    # Keyed by id: hashing a code object hashes all its constants, a module's whole code. The
-    # code is kept with its answer, so its id is never reused.
+    # By id: hashing code hashes its constants, a module's whole code. Kept, its id stays unique.
     known = _READER.get(id(code))
     if known is None:
         name = code.co_filename
@@ -120,12 +120,8 @@ class _Call:
     __slots__ += ("runs", "fresh", "seq")
 
 
-def _is_node(value):
-    return (
-        not isinstance(value, type)
-        and hasattr(value, "next_functions")
-        and hasattr(value, "metadata")
-    )
+def _roots(call):
+    return [t.grad_fn for t in (r() for r in call.roots) if t is not None and t.grad_fn]
 
 
 def _children(node):
@@ -183,7 +179,7 @@ OPS = {
 def _scalar_line(node):
     op = OPS.get(re.sub(r"Backward\d*$", "", node.name()))
     for child in _children(node):
-        mark = child.metadata.get(FREED) if op and _is_node(child) else None
+        mark = child.metadata.get(FREED) if op and isinstance(child, _Node) else None
         if mark and mark[1] is not None:
             code, start = mark[1], mark[2]
             tree = _parse(code.co_filename)
@@ -390,8 +386,7 @@ class _Diagnoser:
             delattr(torch.autograd, KEY)
 
     def _pack(self, tensor):
-        # Kept cheap, it runs for every saved tensor: (tensor, version, original, (code, line,
-        # clock)), the last shared by every tensor one op of the reader's line saves (an RNN).
+        # Runs for every saved tensor: one op's tensors (an RNN's) share one (code, line, clock).
         frame = sys._getframe(1)
         if self.pack_key != (id(frame), frame.f_lasti):
             self.pack_key = (id(frame), frame.f_lasti)
@@ -420,7 +415,7 @@ class _Diagnoser:
         return tensor
 
     def _stepped(self, optimizer, *_):
-        # Only a kept graph can see the step change a saved tensor: find its line only then.
+        # Only a kept graph can see a step change a saved tensor.
         if self.retained is not None:
             self.stepped = (_site(sys._getframe(1), self.top), self.number)
         self.steps[id(optimizer)] = self.number
@@ -488,8 +483,7 @@ class _Diagnoser:
         self._walk_after(call)
 
     def _walk_after(self, call):
-        roots = [r() for r in call.roots]
-        stack = [t.grad_fn for t in roots if t is not None and t.grad_fn is not None]
+        stack = _roots(call)
         seen = {}  # id -> node: keeps each node's Python object, and so its id, alive
         while stack and len(seen) < WALK_LIMIT:
             node = stack.pop()
@@ -603,10 +597,8 @@ class _Diagnoser:
     def _on_error(self, exc, call, frame):
         frames = _frames(frame, self.top)
         if INPLACE in str(exc):
-            self._after_retain(exc, call, frames)
-            return
-        roots = [r() for r in call.roots]
-        stack = [t.grad_fn for t in roots if t is not None and t.grad_fn is not None]
+            return self._after_retain(exc, call, frames)
+        stack = _roots(call)
         self._finish(
             exc, self._place(call.site, call.number), call, *self._search(stack, call), frames
         )
@@ -623,10 +615,7 @@ class _Diagnoser:
                 if hasattr(node, "variable"):
                     leaves = True
                     continue
-                try:
-                    meta = node.metadata
-                except Exception:
-                    continue
+                meta = getattr(node, "metadata", None)
                 if not isinstance(meta, dict):
                     continue
                 roots.add(meta.get(ROOT))
@@ -981,7 +970,6 @@ def _carried(call, freeing, holder, roots, clock, node, steps, new):
         return "total" if call.previous is not None else "accumulator"
     kind = holder[1] if holder else "tensor"
     if kind in ("list", "bank"):
-        # It also holds this step's tensors: it is the loss's source, not a cache of old ones.
         if new:
             return "clear"
         return "kept" if kind == "list" else kind
@@ -1030,13 +1018,13 @@ def _cause(call, freeing, clock, roots, leaves):
 
 
 def _safe_to_get(value):
-    return isinstance(value, (torch.Tensor, type, types.ModuleType)) or _is_node(value)
+    return isinstance(value, (torch.Tensor, type, types.ModuleType, _Node))
 
 
 def _node_of(value):
     if isinstance(value, torch.Tensor):
         return value.grad_fn
-    if _is_node(value):
+    if isinstance(value, _Node):
         return value
     return None
 
@@ -1097,18 +1085,28 @@ def _emit(text):
     sys.stderr.write(text + "\n")
 
 
+def _special(path):
+    # A device or a pipe (/dev/stdout): written in place, never replaced by a file.
+    return os.path.exists(path) and not os.path.isfile(path)
+
+
 def _write_json(path, report):
     text = json.dumps(report, indent=2, ensure_ascii=False, sort_keys=True) + "\n"
-    handle, temporary = tempfile.mkstemp(
-        dir=os.path.dirname(path), prefix=".diagnose-", suffix=".json"
-    )
+    temporary = None
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
+        if _special(path):
+            out = open(path, "w", encoding="utf-8")
+        else:  # a file is replaced whole, never left half-written
+            handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".diagnose-")
+            out = os.fdopen(handle, "w", encoding="utf-8")
+        with out:
             out.write(text)
-        os.replace(temporary, path)
+        if temporary:
+            os.replace(temporary, path)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.remove(temporary)
+        if temporary:
+            with contextlib.suppress(OSError):
+                os.remove(temporary)
         sys.stderr.write(
             f"{PREFIX}--json {path}: {exc.strerror or exc}; the report was not written\n"
         )
@@ -1118,14 +1116,15 @@ def _json_problem(path):
     folder = os.path.dirname(path)
     if os.path.isdir(path):
         return "is a folder; give a file name"
-    if not os.path.isdir(folder):
-        return f"no folder {folder}; create it first"
-    try:
-        handle, temporary = tempfile.mkstemp(dir=folder, prefix=".diagnose-")
-        os.close(handle)
-        os.remove(temporary)
-    except OSError:
-        return "not writable; choose another file"
+    if not _special(path):
+        if not os.path.isdir(folder):
+            return f"no folder {folder}; create it first"
+        try:
+            handle, temporary = tempfile.mkstemp(dir=folder, prefix=".diagnose-")
+            os.close(handle)
+            os.remove(temporary)
+        except OSError:
+            return "not writable; choose another file"
     if os.path.exists(path) and not os.access(path, os.W_OK):
         return "not writable; choose another file"
     return None
@@ -1183,8 +1182,7 @@ def unload_ipython_extension(shell):
 
 
 def _trimmed(tb, script):
-    entries = []
-    started = False
+    entries, started = [], False
     while tb is not None:
         code = tb.tb_frame.f_code
         if not started and code.co_filename == script and code.co_name == "<module>":

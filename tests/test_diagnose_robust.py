@@ -253,11 +253,17 @@ def test_inplace_message_with_float64_default_is_torchs(tmp_path):
     assert "modified by an inplace operation" in first.stderr
 
 
-def test_torch_compile_aot_eager_has_no_false_double_traversal(tmp_path):
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_torch_compile_has_no_false_double_traversal(tmp_path, monkeypatch, backend):
     import torch
 
     if not hasattr(torch, "compile"):
         pytest.skip("this torch has no torch.compile")
+    if backend == "inductor":
+        if shutil.which("g++") is None:
+            pytest.skip("inductor compiles C++ on the CPU: no g++ here")
+        # Compile afresh in both runs, as a reader's first run does (about 20 s each here).
+        monkeypatch.setenv("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
     script = write(
         tmp_path,
         "train.py",
@@ -268,7 +274,7 @@ def test_torch_compile_aot_eager_has_no_false_double_traversal(tmp_path):
         torch.manual_seed(0)
         model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
-        compiled = torch.compile(model, backend="aot_eager")
+        compiled = torch.compile(model, backend="BACKEND")
         for step in range(3):
             x, y = torch.randn(4, 8), torch.randn(4, 1)
             loss = nn.functional.mse_loss(compiled(x), y)
@@ -278,6 +284,7 @@ def test_torch_compile_aot_eager_has_no_false_double_traversal(tmp_path):
             opt.step()
         """,
     )
+    script.write_text(script.read_text().replace("BACKEND", backend))
     first = plain(tmp_path, script.name)
     if first.returncode != 0:
         pytest.skip("torch.compile does not run here: " + first.stderr.strip().splitlines()[-1])
@@ -288,6 +295,51 @@ def test_torch_compile_aot_eager_has_no_false_double_traversal(tmp_path):
 
 
 # ---- --json checked before the script runs ----------------------------------------------------
+
+FULL_DISK = """
+    import sys
+
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss = model(torch.randn(8, 4)).pow(2).mean()
+    print("loss", round(loss.item(), 4))
+    loss.backward()
+    opt.step()
+    if sys.argv[1:] == ["again"]:
+        loss.backward()
+    sys.exit(3)
+"""
+
+
+@pytest.mark.parametrize("args", [["again"], []], ids=["raises", "exits-3"])
+def test_json_to_a_full_disk_fails_cleanly_after_the_script(tmp_path, args):
+    # /dev/full opens and fails every write with ENOSPC, as a full disk does. The check before
+    # the run cannot see that without writing to the target (a device or a pipe may not be
+    # probed), so the script runs; then the report fails in one line, nothing else changes.
+    # Through a link: a diagnoser that replaced the target would replace the link, not /dev/full.
+    full = Path("/dev/full")
+    if not full.is_char_device():
+        pytest.skip("no /dev/full here (Linux has one)")
+    script = write(tmp_path, "train.py", FULL_DISK)
+    first, diagnosed, _ = compare(tmp_path, [script.name, *args], reports=1 if args else 0)
+    assert first.returncode == (1 if args else 3)
+    target = tmp_path / "reports" / "report.json"
+    target.parent.mkdir()
+    target.symlink_to(full)
+    second = under(tmp_path, "--json", str(target), script.name, *args)
+    assert_same(first, second, "--json to a full disk")
+    failed = (
+        f"{diagnose.PREFIX}--json {target}: No space left on device; the report was not written\n"
+    )
+    assert second.stderr.count(failed) == 1, second.stderr
+    assert second.stderr.replace(failed, "") == diagnosed.stderr
+    assert os.listdir(target.parent) == ["report.json"] and target.is_symlink()
+    assert full.is_char_device()
+
 
 MARKER_SCRIPT = """
     from pathlib import Path
