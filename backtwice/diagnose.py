@@ -183,19 +183,15 @@ def _scalar_line(node):
         if mark and mark[1] is not None:
             code, start = mark[1], mark[2]
             tree = _parse(code.co_filename)
-            scopes = (
-                [
-                    n
-                    for n in ast.walk(tree)
-                    if getattr(n, "lineno", 0) == code.co_firstlineno and hasattr(n, "body")
-                ]
-                if tree
-                else []
-            )
+            scopes = [
+                n
+                for n in ast.walk(tree)
+                if getattr(n, "lineno", 0) == code.co_firstlineno and hasattr(n, "body")
+            ]
             end = scopes[0].end_lineno if scopes and code.co_name != "<module>" else 1 << 30
             found = [
                 n.lineno
-                for n in ast.walk(tree or ast.Module(body=[]))
+                for n in ast.walk(tree)
                 if isinstance(n, ast.BinOp)
                 and isinstance(n.op, op)
                 and start <= n.lineno <= end
@@ -211,17 +207,17 @@ def _scalar_line(node):
 
 
 def _stored(filename, line):
-    tree = _parse(filename) if filename else None
+    tree = _parse(filename)
     made = [
         t.id
-        for n in ast.walk(tree or ast.Module(body=[]))
+        for n in ast.walk(tree)
         if isinstance(n, ast.Assign) and n.lineno == line
         for target in n.targets
         for t in ast.walk(target)
         if isinstance(t, ast.Name)
     ]
-    text = "".join(linecache.getlines(filename)) if made else ""
-    for n in ast.walk(tree) if made else ():
+    text = "".join(linecache.getlines(filename))
+    for n in ast.walk(tree):
         value = getattr(n, "value", None)
         if isinstance(n, ast.Assign) and getattr(value, "id", None) in made:
             for target in n.targets:
@@ -241,7 +237,7 @@ def _stored(filename, line):
 
 
 def _pair(filename, line, holder):
-    for n in ast.walk(_parse(filename) or ast.Module(body=[])):
+    for n in ast.walk(_parse(filename)):
         if isinstance(n, ast.Assign) and n.lineno == line and isinstance(n.targets[0], ast.Tuple):
             names = [t.id for t in ast.walk(n.targets[0]) if isinstance(t, ast.Name)]
             used = {getattr(x, "id", None) for x in ast.walk(n.value)}
@@ -255,13 +251,11 @@ def _parse(filename):
     try:
         return ast.parse("".join(linecache.getlines(filename)))
     except (SyntaxError, ValueError):
-        return None
+        return ast.Module(body=[])
 
 
 def _assigned(filename, name, before):
     tree = _parse(filename)
-    if tree is None:
-        return None
     lines = sorted(
         t.lineno
         for n in ast.walk(tree)
@@ -312,8 +306,9 @@ class _Diagnoser:
 
     def __init__(self, script=None, shown=None, quiet=False):
         self.script, self.shown, self.quiet, self.number = script, shown, quiet, 0
-        self.top = self.current = self.pack_key = self.marked = self.scan = self.template = None
+        self.top = self.current = self.pack_key = self.pack_at = self.marked = self.scan = None
         self.first = self.last_free = self.retained = self.stepped = self.step_hook = None
+        self.template = None
         self.report = self.reported = self.inplace = self.unprinted = None
         self.by_site, self.steps, self.lines, self.doubles, self.patched = {}, {}, {}, [], []
         self.double_sites = set()
@@ -388,8 +383,8 @@ class _Diagnoser:
     def _pack(self, tensor):
         # Runs for every saved tensor: one op's tensors (an RNN's) share one (code, line, clock).
         frame = sys._getframe(1)
-        if self.pack_key != (id(frame), frame.f_lasti):
-            self.pack_key = (id(frame), frame.f_lasti)
+        if frame.f_lasti != self.pack_at or id(frame) != self.pack_key:
+            self.pack_key, self.pack_at = id(frame), frame.f_lasti
             while frame is not None and not _is_reader(frame.f_code):
                 frame = frame.f_back
             where = (frame.f_code, frame.f_lineno) if frame is not None else (None, None)
@@ -400,11 +395,12 @@ class _Diagnoser:
 
     def _unpack(self, saved):
         tensor, version, _, where = saved
-        if self.scan is not None:
-            self.scan.append(saved)
-        elif tensor._version != version:
-            self.inplace = (saved, _current_node() if _current_node is not None else None)
-            raise RuntimeError(self._inplace_message(saved))
+        if tensor._version != version:
+            if self.scan is not None:  # probed by _owner or _search
+                self.scan.append(saved)
+            else:
+                self.inplace = (saved, _current_node() if _current_node is not None else None)
+                raise RuntimeError(self._inplace_message(saved))
         call = self.current
         # A node reads its saved tensors in a call that keeps no graph: that call frees them.
         if call is not None and not call.retain_graph and _current_node is not None:
@@ -577,7 +573,8 @@ class _Diagnoser:
         return self.template.message(saved[0], saved[1], self._owner(saved))
 
     def _owner(self, saved):
-        node = _current_node() if _current_node is not None else None
+        # Its own probing below marks nothing: this error stops the node.
+        node = self.marked = _current_node() if _current_node is not None else None
         if node is not None:
             for name in dir(node):
                 if not name.startswith("_saved_result"):
