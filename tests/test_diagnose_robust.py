@@ -341,6 +341,30 @@ def test_json_to_a_full_disk_fails_cleanly_after_the_script(tmp_path, args):
     assert full.is_char_device()
 
 
+def test_json_file_that_fails_midway_is_removed(tmp_path):
+    # A file limit (RLIMIT_FSIZE) fails the report's write as a full disk does, after its temp
+    # file was made: that file is removed, the target never appears, the script's status stands.
+    resource = pytest.importorskip("resource")
+    script = write(tmp_path, "train.py", FULL_DISK)
+    first, diagnosed, _ = compare(tmp_path, [script.name, "again"])
+    target = tmp_path / "reports" / "report.json"
+    target.parent.mkdir()
+    second = subprocess.run(
+        [sys.executable, "-m", "backtwice.diagnose", "--json", str(target), script.name, "again"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=environment(),
+        timeout=TIMEOUT,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64)),
+    )
+    assert_same(first, second, "--json over a file limit")
+    failed = f"{diagnose.PREFIX}--json {target}: File too large; the report was not written\n"
+    assert second.stderr.count(failed) == 1, second.stderr
+    assert second.stderr.replace(failed, "") == diagnosed.stderr
+    assert os.listdir(target.parent) == []
+
+
 MARKER_SCRIPT = """
     from pathlib import Path
 
