@@ -122,10 +122,64 @@ def minify_css(css):
     return re.sub(r":\s+", ":", css).replace(";}", "}").strip()
 
 
+# JavaScript as tokens: comments, strings, regular expression literals (this page's scripts
+# write them only after '(' or ','), whitespace, words, and single punctuation characters.
+JS_TOKENS = re.compile(
+    r"""(?P<comment>//[^\n]*|/\*.*?\*/)"""
+    r"""|(?P<string>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')"""
+    r"""|(?P<regex>(?<=[(,])\s*/(?:[^/\\\n\[]|\\.|\[(?:[^\]\\\n]|\\.)*\])+/[a-z]*)"""
+    r"""|(?P<space>\s+)|(?P<word>[\w$]+)|(?P<other>.)""",
+    re.S,
+)
+WORDY = re.compile(r"[\w$]")
+# A line break after these, or before those, never ends a statement: it can go.
+NO_BREAK_AFTER = set("{;,([:?=&|!<>*")
+NO_BREAK_BEFORE = set("})].,;:?")
+
+
 def minify_js(js):
-    """Drop whole-line comments, indentation and blank lines; statements keep their own lines."""
-    lines = (line.strip() for line in js.splitlines())
-    return "\n".join(line for line in lines if line and not line.startswith("//")) + "\n"
+    """Drop comments and the whitespace JavaScript does not need; a line break stays where
+    automatic semicolon insertion could need it, and strings and regexes are kept as written."""
+    out = []
+    gap = ""  # the whitespace (or comment) since the last token written
+    for token in JS_TOKENS.finditer(js):
+        kind, text = token.lastgroup, token.group(0)
+        if kind in ("comment", "space"):
+            gap += "\n" if "\n" in text else " "
+            continue
+        text = text.strip() if kind == "regex" else text
+        if out and gap:
+            last, first = out[-1][-1], text[0]
+            if "\n" in gap and last not in NO_BREAK_AFTER and first not in NO_BREAK_BEFORE:
+                out.append("\n")
+            elif (WORDY.match(last) and WORDY.match(first)) or last + first in ("++", "--"):
+                out.append(" ")
+        out.append(text)
+        gap = ""
+    return "".join(out) + "\n"
+
+
+# The page as tokens: raw-text elements (kept whole), comments, tags, and the text between them.
+# Attribute values never hold a raw '>' (autoescape writes &gt;), so a tag ends at the first '>'.
+TOKENS = re.compile(r"<(script|style)\b[^>]*>.*?</\1>|<!--.*?-->|<[^>]*>|[^<]+", re.S)
+QUOTES = re.compile(r"&#34;|&#39;")
+
+
+def escape_text(text):
+    """Escape text for a text node: '&', '<' and '>' only (quotes need no escaping there)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def unquote_text(html):
+    """Write quotes in text nodes as themselves; autoescape writes them as &#34; and &#39;, which
+    only attribute values need (they keep them)."""
+    out = []
+    for token in TOKENS.finditer(html):
+        part = token.group(0)
+        if part[0] != "<":
+            part = QUOTES.sub(lambda m: '"' if m.group(0) == "&#34;" else "'", part)
+        out.append(part)
+    return "".join(out)
 
 
 def json_script(data):
@@ -414,4 +468,4 @@ def render_page(snapshots, repro):
         csp=f"default-src 'none'; script-src {csp_hash(js)}; style-src {csp_hash(css)}; "
         "img-src 'none'; base-uri 'none'; form-action 'none'",
     )
-    return html
+    return unquote_text(html)

@@ -7,6 +7,7 @@ import hashlib
 import html
 import json
 import re
+from html.parser import HTMLParser
 
 import pytest
 
@@ -148,7 +149,9 @@ def test_csp_hashes_the_inline_script_and_style(built_html):
 
 
 def test_nothing_is_loaded_from_elsewhere(built_html):
-    assert not re.search(r"\s(src|srcset|poster|data)=", built_html)
+    markup = re.sub(r"<(script|style)\b([^>]*)>.*?</\1>", r"<\1\2>", built_html, flags=re.S)
+    assert not re.search(r"\s(src|srcset|poster|data)=", markup)
+    assert not re.search(r"\b(src|srcset|poster|data)=", " ".join(re.findall(r"<[^>]*>", markup)))
     assert "<link" not in built_html
     assert "@import" not in built_html and "url(" not in built_html
     external = re.findall(r'<a href="(https?://[^"]+)"', built_html)
@@ -457,5 +460,59 @@ def test_every_claim_has_a_doctored_snapshot_or_an_older_test():
     assert {claim.id for claim in claims.CLAIMS} == set(DOCTORED) | older
 
 
-def test_minified_script_drops_only_comment_lines_indentation_and_blanks():
-    assert render.minify_js("  // why\n  var a = 1;  // keep\n\n}\n") == "var a = 1;  // keep\n}\n"
+def test_minified_script_drops_only_comments_and_whitespace():
+    source = (
+        '  // why\n  var a = 1;  /* note */ var b = a\n\n  b++\n  c = x.replace(/^ +/, " // ");\n'
+        "  if (a) {\n    return typeof b\n  }\n"
+    )
+    assert render.minify_js(source) == (
+        'var a=1;var b=a\nb++\nc=x.replace(/^ +/," // ");if(a){return typeof b}\n'
+    )
+
+
+def test_minified_page_script_keeps_every_token():
+    def tokens(js):
+        found = render.JS_TOKENS.finditer(js)
+        return [t.group(0).strip() for t in found if t.lastgroup not in ("comment", "space")]
+
+    source = "\n".join((render.STATIC / name).read_text("utf-8") for name in render.SCRIPTS)
+    minified = render.minify_js(source)
+    assert tokens(minified) == tokens(source)
+    assert len(minified) < 0.75 * len(source)
+
+
+class Events(HTMLParser):
+    """What a browser's parser reads: tags with their attributes, and text with references
+    resolved."""
+
+    def __init__(self, page):
+        super().__init__(convert_charrefs=True)
+        self.events = []
+        self.feed(page)
+        self.close()
+
+    def handle_starttag(self, tag, attrs):
+        self.events.append(("start", tag, attrs))
+
+    def handle_endtag(self, tag):
+        self.events.append(("end", tag))
+
+    def handle_data(self, data):
+        if self.events and self.events[-1][0] == "data":
+            data = self.events.pop()[1] + data
+        self.events.append(("data", data))
+
+
+def test_quotes_in_text_are_written_as_themselves_and_read_the_same(built_html, monkeypatch):
+    monkeypatch.setattr(render, "unquote_text", lambda page: page)
+    escaped = render.render_page(snap.load_dir(SNAPSHOTS), REPRO)
+    assert escaped.count("&#34;") > 500 and len(built_html) < len(escaped)
+    assert Events(built_html).events == Events(escaped).events
+    text = re.sub(r"<(script|style)\b.*?</\1>|<[^>]*>", "", built_html, flags=re.S)
+    assert "&#34;" not in text and "&#39;" not in text and '"' in text
+    assert 'content="default-src &#39;none&#39;' in built_html  # attributes keep theirs
+
+
+def test_text_escaping_escapes_what_a_text_node_needs():
+    assert render.escape_text("a < b & c > \"d\" 'e'") == "a &lt; b &amp; c &gt; \"d\" 'e'"
+    assert render.unquote_text('<a title="&#34;">&#34;x&#39;</a>') == '<a title="&#34;">"x\'</a>'
