@@ -195,33 +195,6 @@ def csp_hash(text):
     )
 
 
-def faq(snapshot, sentences):
-    """schema.org FAQPage data from the captured message and the checked sentences."""
-    raised = f.run(snapshot, claims.MAIN).raised
-
-    def plain(claim_id):
-        quoted = str(sentences[claim_id]).replace("<q>", "\u201c").replace("</q>", "\u201d")
-        return Markup(quoted).striptags()
-
-    qa = [
-        (
-            "What does 'Trying to backward through the graph a second time' mean?",
-            f"It is the {raised.type} torch {snapshot.environment.torch} raises when a backward "
-            "pass, or code reading a saved tensor, needs a tensor that an earlier backward pass "
-            "already freed; in full it reads: "
-            f"{raised.message} " + plain("two_triggers"),
-        ),
-    ]
-    return {
-        "@context": "https://schema.org",
-        "@type": "FAQPage",
-        "mainEntity": [
-            {"@type": "Question", "name": q, "acceptedAnswer": {"@type": "Answer", "text": a}}
-            for q, a in qa
-        ],
-    }
-
-
 FIXES = (
     (
         "c1_backward_twice",
@@ -395,8 +368,10 @@ def reference(path, snapshots, views, message, loop_rows):
 
 
 def outcome_table(snapshots, message, order):
-    """Each scenario's outcome on each torch version: 'raises' (this error), 'other' (another
-    error) or 'runs', with '*' where the text differs from the newest version's."""
+    """The scenarios whose outcome or text differs between torch versions, with each version's
+    outcome: 'raises' (this error), 'other' (another error) or 'runs', '*' where the text differs
+    from the newest version's. A scenario alike on every version is left out: its figure shows
+    its outcome, and the summary above the table says that the rest agree."""
     newest = snapshots[-1][1]
     rows = []
     for ident in order:
@@ -413,7 +388,8 @@ def outcome_table(snapshots, message, order):
                 word = "raises" if kind.message == message else "other"
                 differs = latest.raised is not None and latest.raised.message != run.raised.message
                 cells.append(word + ("*" if differs else ""))
-        rows.append({"id": ident, "cells": cells})
+        if len(set(cells)) > 1 or "*" in "".join(cells):
+            rows.append({"id": ident, "cells": cells})
     return {"versions": [s.environment.torch for _, s in snapshots], "rows": rows}
 
 
@@ -457,7 +433,6 @@ def render_page(snapshots, repro):
         questions=checker.QUESTIONS,
         presets=[(n, key, checker.fragment(key), sec) for n, key, sec in checker.PRESETS],
         loop_rows=loop_rows,
-        faq_json=json_script(faq(snapshot, sentences)),
         matrix=versions.matrix(snapshots),
         ref=reference(path, snapshots, views, message.message, loop_rows),
         older=OLDER,
