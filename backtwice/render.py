@@ -14,7 +14,7 @@ from markupsafe import Markup, escape
 
 from . import agreement, checker, claims, diagnosis, manifest, versions
 from . import facts as f
-from .errors import ClaimError
+from .errors import ClaimError, PageError
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = ROOT / "templates"
@@ -122,37 +122,75 @@ def minify_css(css):
     return re.sub(r":\s+", ":", css).replace(";}", "}").strip()
 
 
-# JavaScript as tokens: comments, strings, regular expression literals (this page's scripts
-# write them only after '(' or ','), whitespace, words, and single punctuation characters.
-JS_TOKENS = re.compile(
-    r"""(?P<comment>//[^\n]*|/\*.*?\*/)"""
-    r"""|(?P<string>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')"""
-    r"""|(?P<regex>(?<=[(,])\s*/(?:[^/\\\n\[]|\\.|\[(?:[^\]\\\n]|\\.)*\])+/[a-z]*)"""
-    r"""|(?P<space>\s+)|(?P<word>[\w$]+)|(?P<other>.)""",
-    re.S,
+# JavaScript tokens: a comment, a string, whitespace, a word, or one punctuation character; a
+# '/' that starts a regular expression literal is told apart from division by the token before.
+JS_TOKEN = re.compile(
+    r"""//[^\n]*|/\*.*?\*/|"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|\s+|[\w$]+|.""", re.S
 )
+JS_REGEX = re.compile(r"/(?:[^/\\\n\[]|\\.|\[(?:[^\]\\\n]|\\.)*\])+/[a-z]*")
+REGEX_AFTER = {"return", "typeof", "case", "do", "else", "in", "instanceof", "new", "delete"}
 WORDY = re.compile(r"[\w$]")
 # A line break after these, or before those, never ends a statement: it can go.
 NO_BREAK_AFTER = set("{;,([:?=&|!<>*")
 NO_BREAK_BEFORE = set("})].,;:?")
 
 
-def minify_js(js):
+def js_tokens(js, name="script"):
+    """Split JavaScript into (kind, text): comment, string, regex, space, word or other."""
+    pos, before = 0, None  # before: the last token that is not a comment or whitespace
+    while pos < len(js):
+        if js[pos] == "`":
+            line = js.count("\n", 0, pos) + 1
+            raise PageError(
+                STATIC / name,
+                "holds a template literal, which the minifier does not "
+                "read; write a string instead",
+                line,
+            )
+        starts_regex = js[pos] == "/" and js[pos + 1 : pos + 2] not in ("/", "*")
+        if starts_regex and (
+            before is None
+            or (before[0] == "other" and before[1] not in ")]")
+            or (before[0] == "word" and before[1] in REGEX_AFTER)
+        ):
+            found, kind = JS_REGEX.match(js, pos), "regex"
+            if found is None:
+                line = js.count("\n", 0, pos) + 1
+                raise PageError(STATIC / name, "has a '/' the minifier cannot read", line)
+        else:
+            found = JS_TOKEN.match(js, pos)
+            text = found.group(0)
+            if text.startswith(("//", "/*")):
+                kind = "comment"
+            elif text[0] in "\"'":
+                kind = "string"
+            else:
+                kind = "space" if text.isspace() else "word" if WORDY.match(text) else "other"
+        yield kind, found.group(0)
+        if kind not in ("comment", "space"):
+            before = (kind, found.group(0))
+        pos = found.end()
+
+
+def minify_js(js, name="script"):
     """Drop comments and the whitespace JavaScript does not need; a line break stays where
     automatic semicolon insertion could need it, and strings and regexes are kept as written."""
     out = []
     gap = ""  # the whitespace (or comment) since the last token written
-    for token in JS_TOKENS.finditer(js):
-        kind, text = token.lastgroup, token.group(0)
+    for kind, text in js_tokens(js, name):
         if kind in ("comment", "space"):
             gap += "\n" if "\n" in text else " "
             continue
-        text = text.strip() if kind == "regex" else text
         if out and gap:
             last, first = out[-1][-1], text[0]
             if "\n" in gap and last not in NO_BREAK_AFTER and first not in NO_BREAK_BEFORE:
                 out.append("\n")
-            elif (WORDY.match(last) and WORDY.match(first)) or last + first in ("++", "--"):
+            elif (WORDY.match(last) and WORDY.match(first)) or last + first in (
+                "++",
+                "--",
+                "//",
+                "/*",
+            ):
                 out.append(" ")
         out.append(text)
         gap = ""
@@ -413,7 +451,7 @@ def render_page(snapshots, repro):
     fix_views = fixes(path, snapshot, {s.id: s for s in scenarios})
     data, loop_rows = checker.build(snapshot.loops) if snapshot.loops else ({}, [])
     css = minify_css((STATIC / "style.css").read_text(encoding="utf-8"))
-    js = minify_js("\n".join((STATIC / name).read_text(encoding="utf-8") for name in SCRIPTS))
+    js = "".join(minify_js((STATIC / name).read_text(encoding="utf-8"), name) for name in SCRIPTS)
     env = Environment(
         loader=FileSystemLoader(TEMPLATES),
         autoescape=True,

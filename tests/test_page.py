@@ -13,7 +13,7 @@ import pytest
 
 from backtwice import checker, claims, render
 from backtwice import snapshot as snap
-from backtwice.errors import ClaimError
+from backtwice.errors import ClaimError, PageError
 from backtwice.manifest import load_loop_builder, load_manifest
 
 from .conftest import REPRO, SNAPSHOTS
@@ -456,23 +456,34 @@ def test_every_claim_has_a_doctored_snapshot_or_an_older_test():
 
 def test_minified_script_drops_only_comments_and_whitespace():
     source = (
-        '  // why\n  var a = 1;  /* note */ var b = a\n\n  b++\n  c = x.replace(/^ +/, " // ");\n'
-        "  if (a) {\n    return typeof b\n  }\n"
+        '  // why\n  var a = 1;  /* note */ var b = a / 2\n\n  b++\n  c = x.replace(/^ +/, " // ");\n'
+        "  if (a) {\n    return typeof b\n  }\n  var r = / +\\/ [/ ]/g, d = (a) / 2, e = a - -b;\n"
     )
     assert render.minify_js(source) == (
-        'var a=1;var b=a\nb++\nc=x.replace(/^ +/," // ");if(a){return typeof b}\n'
+        'var a=1;var b=a/2\nb++\nc=x.replace(/^ +/," // ");if(a){return typeof b}\n'
+        "var r=/ +\\/ [/ ]/g,d=(a)/2,e=a- -b;\n"
     )
+
+
+def test_the_minifier_refuses_what_it_cannot_read():
+    with pytest.raises(PageError, match=r"static/x\.js\(1\): holds a template literal"):
+        render.minify_js("var a = `x`;\n", "x.js")
+    with pytest.raises(PageError, match=r"static/x\.js\(2\): has a '/'"):
+        render.minify_js("var a;\nvar b = /unclosed;\n", "x.js")
 
 
 def test_minified_page_script_keeps_every_token():
     def tokens(js):
-        found = render.JS_TOKENS.finditer(js)
-        return [t.group(0).strip() for t in found if t.lastgroup not in ("comment", "space")]
+        return [t for kind, t in render.js_tokens(js) if kind not in ("comment", "space")]
 
-    source = "\n".join((render.STATIC / name).read_text("utf-8") for name in render.SCRIPTS)
-    minified = render.minify_js(source)
-    assert tokens(minified) == tokens(source)
-    assert len(minified) < 0.75 * len(source)
+    for name in render.SCRIPTS:
+        source = (render.STATIC / name).read_text("utf-8")
+        minified = render.minify_js(source, name)
+        assert tokens(minified) == tokens(source)
+        assert [k for k, _ in render.js_tokens(minified)].count("regex") == source.count(
+            ".replace(/"
+        )
+        assert len(minified) < 0.8 * len(source)
 
 
 class Events(HTMLParser):
