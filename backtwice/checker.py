@@ -204,7 +204,7 @@ NEXT = {
 
 INPLACE = "modified by an inplace operation"
 THIS = "Trying to backward through the graph a second time"
-CONTEXT = 2  # lines of context around each change in a diff
+CONTEXT = 1  # lines of context around each change in a diff (one: page weight)
 
 
 def _between(source, call):

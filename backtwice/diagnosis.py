@@ -1,6 +1,6 @@
 """The page's diagnoser section, from snapshots: the reports it printed and where it was tried.
 
-Every scenario is captured a third time under backtwice/diagnose.py. The section shows three of
+Every scenario is captured a third time under backtwice/diagnose.py. The section shows one of
 those reports verbatim, and one sentence saying on which torch versions the diagnoser named the
 same cause and lines; a report that contradicts the plain run stops the build.
 """
@@ -11,8 +11,9 @@ from .errors import ClaimError
 from .manifest import DIAGNOSER
 from .versions import join
 
-# The reports shown on the page: one per cause a reader meets most.
-SHOWN = ("c2_no_detach", "c3_two_backwards", "c1_backward_twice")
+# The report shown on the page: the cause whose lines are hardest to find by eye (one report,
+# not three: page weight; the others are in every snapshot).
+SHOWN = ("c2_no_detach",)
 CHECK = "section 'diagnoser': the check 'diagnoser_agrees'"
 
 
@@ -83,7 +84,7 @@ def view(snapshots, repro):
                 path,
                 CHECK,
                 f"scenario '{ident}' has no diagnoser report",
-                "what the diagnoser printed for three scenarios on this page",
+                "what the diagnoser printed for the scenarios this page shows it on",
                 "recapture, or change SHOWN in backtwice/diagnosis.py",
             )
         reports.append({"id": ident, "title": titles[ident], "text": run.diagnosis.text})

@@ -7,8 +7,6 @@ import threading
 import time
 from pathlib import Path
 
-from markupsafe import escape
-
 from . import drift, manifest
 from . import snapshot as snap
 from .errors import EXIT_INTERRUPTED, REWRITE, ClaimError, PageError, Stopped
@@ -31,6 +29,8 @@ def visible(text):
 
 def check_page(html, snapshots, repro):
     """Stop unless the page has every declared scenario's anchor and every line it printed."""
+    from .render import escape_text  # as the page writes text; render loads jinja2 when used
+
     shown = f"templates/{TEMPLATE.name}"
     for scenario in repro.scenarios:
         if f'id="s-{scenario.id}"' not in html:
@@ -45,7 +45,7 @@ def check_page(html, snapshots, repro):
     for scenario in repro.scenarios:
         for output in snapshot.scenarios[scenario.id].outputs:
             for line in output.text.split("\n"):
-                if line.strip() and str(escape(visible(line))) not in html:
+                if line.strip() and escape_text(visible(line)) not in html:
                     raise PageError(
                         TEMPLATE,
                         f"does not show the line {line!r} that scenario '{scenario.id}' printed "

@@ -14,7 +14,7 @@ from markupsafe import Markup, escape
 
 from . import agreement, checker, claims, diagnosis, manifest, versions
 from . import facts as f
-from .errors import ClaimError
+from .errors import ClaimError, PageError
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = ROOT / "templates"
@@ -122,10 +122,102 @@ def minify_css(css):
     return re.sub(r":\s+", ":", css).replace(";}", "}").strip()
 
 
-def minify_js(js):
-    """Drop whole-line comments, indentation and blank lines; statements keep their own lines."""
-    lines = (line.strip() for line in js.splitlines())
-    return "\n".join(line for line in lines if line and not line.startswith("//")) + "\n"
+# JavaScript tokens: a comment, a string, whitespace, a word, or one punctuation character; a
+# '/' that starts a regular expression literal is told apart from division by the token before.
+JS_TOKEN = re.compile(
+    r"""//[^\n]*|/\*.*?\*/|"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|\s+|[\w$]+|.""", re.S
+)
+JS_REGEX = re.compile(r"/(?:[^/\\\n\[]|\\.|\[(?:[^\]\\\n]|\\.)*\])+/[a-z]*")
+REGEX_AFTER = {"return", "typeof", "case", "do", "else", "in", "instanceof", "new", "delete"}
+WORDY = re.compile(r"[\w$]")
+# A line break after these, or before those, never ends a statement: it can go.
+NO_BREAK_AFTER = set("{;,([:?=&|!<>*")
+NO_BREAK_BEFORE = set("})].,;:?")
+
+
+def js_tokens(js, name="script"):
+    """Split JavaScript into (kind, text): comment, string, regex, space, word or other."""
+    pos, before = 0, None  # before: the last token that is not a comment or whitespace
+    while pos < len(js):
+        if js[pos] == "`":
+            line = js.count("\n", 0, pos) + 1
+            raise PageError(
+                STATIC / name,
+                "holds a template literal, which the minifier does not "
+                "read; write a string instead",
+                line,
+            )
+        starts_regex = js[pos] == "/" and js[pos + 1 : pos + 2] not in ("/", "*")
+        if starts_regex and (
+            before is None
+            or (before[0] == "other" and before[1] not in ")]")
+            or (before[0] == "word" and before[1] in REGEX_AFTER)
+        ):
+            found, kind = JS_REGEX.match(js, pos), "regex"
+            if found is None:
+                line = js.count("\n", 0, pos) + 1
+                raise PageError(STATIC / name, "has a '/' the minifier cannot read", line)
+        else:
+            found = JS_TOKEN.match(js, pos)
+            text = found.group(0)
+            if text.startswith(("//", "/*")):
+                kind = "comment"
+            elif text[0] in "\"'":
+                kind = "string"
+            else:
+                kind = "space" if text.isspace() else "word" if WORDY.match(text) else "other"
+        yield kind, found.group(0)
+        if kind not in ("comment", "space"):
+            before = (kind, found.group(0))
+        pos = found.end()
+
+
+def minify_js(js, name="script"):
+    """Drop comments and the whitespace JavaScript does not need; a line break stays where
+    automatic semicolon insertion could need it, and strings and regexes are kept as written."""
+    out = []
+    gap = ""  # the whitespace (or comment) since the last token written
+    for kind, text in js_tokens(js, name):
+        if kind in ("comment", "space"):
+            gap += "\n" if "\n" in text else " "
+            continue
+        if out and gap:
+            last, first = out[-1][-1], text[0]
+            if "\n" in gap and last not in NO_BREAK_AFTER and first not in NO_BREAK_BEFORE:
+                out.append("\n")
+            elif (WORDY.match(last) and WORDY.match(first)) or last + first in (
+                "++",
+                "--",
+                "//",
+                "/*",
+            ):
+                out.append(" ")
+        out.append(text)
+        gap = ""
+    return "".join(out) + "\n"
+
+
+# The page as tokens: raw-text elements (kept whole), comments, tags, and the text between them.
+# Attribute values never hold a raw '>' (autoescape writes &gt;), so a tag ends at the first '>'.
+TOKENS = re.compile(r"<(script|style)\b[^>]*>.*?</\1>|<!--.*?-->|<[^>]*>|[^<]+", re.S)
+QUOTES = re.compile(r"&#34;|&#39;")
+
+
+def escape_text(text):
+    """Escape text for a text node: '&', '<' and '>' only (quotes need no escaping there)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def unquote_text(html):
+    """Write quotes in text nodes as themselves; autoescape writes them as &#34; and &#39;, which
+    only attribute values need (they keep them)."""
+    out = []
+    for token in TOKENS.finditer(html):
+        part = token.group(0)
+        if part[0] != "<":
+            part = QUOTES.sub(lambda m: '"' if m.group(0) == "&#34;" else "'", part)
+        out.append(part)
+    return "".join(out)
 
 
 def json_script(data):
@@ -139,33 +231,6 @@ def csp_hash(text):
     return (
         "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode() + "'"
     )
-
-
-def faq(snapshot, sentences):
-    """schema.org FAQPage data from the captured message and the checked sentences."""
-    raised = f.run(snapshot, claims.MAIN).raised
-
-    def plain(claim_id):
-        quoted = str(sentences[claim_id]).replace("<q>", "\u201c").replace("</q>", "\u201d")
-        return Markup(quoted).striptags()
-
-    qa = [
-        (
-            "What does 'Trying to backward through the graph a second time' mean?",
-            f"It is the {raised.type} torch {snapshot.environment.torch} raises when a backward "
-            "pass, or code reading a saved tensor, needs a tensor that an earlier backward pass "
-            "already freed; in full it reads: "
-            f"{raised.message} " + plain("two_triggers"),
-        ),
-    ]
-    return {
-        "@context": "https://schema.org",
-        "@type": "FAQPage",
-        "mainEntity": [
-            {"@type": "Question", "name": q, "acceptedAnswer": {"@type": "Answer", "text": a}}
-            for q, a in qa
-        ],
-    }
 
 
 FIXES = (
@@ -341,8 +406,10 @@ def reference(path, snapshots, views, message, loop_rows):
 
 
 def outcome_table(snapshots, message, order):
-    """Each scenario's outcome on each torch version: 'raises' (this error), 'other' (another
-    error) or 'runs', with '*' where the text differs from the newest version's."""
+    """The scenarios whose outcome or text differs between torch versions, with each version's
+    outcome: 'raises' (this error), 'other' (another error) or 'runs', '*' where the text differs
+    from the newest version's. A scenario alike on every version is left out: its figure shows
+    its outcome, and the summary above the table says that the rest agree."""
     newest = snapshots[-1][1]
     rows = []
     for ident in order:
@@ -359,7 +426,8 @@ def outcome_table(snapshots, message, order):
                 word = "raises" if kind.message == message else "other"
                 differs = latest.raised is not None and latest.raised.message != run.raised.message
                 cells.append(word + ("*" if differs else ""))
-        rows.append({"id": ident, "cells": cells})
+        if len(set(cells)) > 1 or "*" in "".join(cells):
+            rows.append({"id": ident, "cells": cells})
     return {"versions": [s.environment.torch for _, s in snapshots], "rows": rows}
 
 
@@ -383,7 +451,7 @@ def render_page(snapshots, repro):
     fix_views = fixes(path, snapshot, {s.id: s for s in scenarios})
     data, loop_rows = checker.build(snapshot.loops) if snapshot.loops else ({}, [])
     css = minify_css((STATIC / "style.css").read_text(encoding="utf-8"))
-    js = minify_js("\n".join((STATIC / name).read_text(encoding="utf-8") for name in SCRIPTS))
+    js = "".join(minify_js((STATIC / name).read_text(encoding="utf-8"), name) for name in SCRIPTS)
     env = Environment(
         loader=FileSystemLoader(TEMPLATES),
         autoescape=True,
@@ -403,7 +471,6 @@ def render_page(snapshots, repro):
         questions=checker.QUESTIONS,
         presets=[(n, key, checker.fragment(key), sec) for n, key, sec in checker.PRESETS],
         loop_rows=loop_rows,
-        faq_json=json_script(faq(snapshot, sentences)),
         matrix=versions.matrix(snapshots),
         ref=reference(path, snapshots, views, message.message, loop_rows),
         older=OLDER,
@@ -414,4 +481,4 @@ def render_page(snapshots, repro):
         csp=f"default-src 'none'; script-src {csp_hash(js)}; style-src {csp_hash(css)}; "
         "img-src 'none'; base-uri 'none'; form-action 'none'",
     )
-    return html
+    return unquote_text(html)

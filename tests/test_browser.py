@@ -129,10 +129,10 @@ def test_doctored_figures_are_shown(page: Page, doctor):
     )
 
 
-def test_schema_ld_and_checker_data_parse_in_the_browser(page: Page, built_page):
+def test_checker_data_parses_in_the_browser(page: Page, built_page):
     page.goto(built_page.as_uri())
-    raw = page.locator("script[type='application/ld+json']").text_content()
-    assert json.loads(raw)["@type"] == "FAQPage"
+    raw = page.locator("script#checker-data").text_content()
+    assert sorted(json.loads(raw)) == ["names", "results", "strings"]
 
 
 # Issue 16: the page's length, its phone first screen, closed reference tables and deep links.
@@ -172,7 +172,8 @@ def test_phone_first_screen_holds_the_explanation_and_a_fix_as_code(page: Page, 
 
 
 @pytest.mark.parametrize(
-    "target", ["row-c2_no_detach", "loop-later-one-rnn-none", "versions", "older", "provenance"]
+    "target",
+    ["row-inplace_after_retain", "loop-later-one-rnn-none", "versions", "older", "provenance"],
 )
 def test_a_deep_link_opens_the_closed_table_around_it(page: Page, built_page, target):
     page.goto(built_page.as_uri() + "#" + target)
@@ -189,7 +190,7 @@ def test_closed_tables_open_by_click_without_javascript(browser, built_page):
     context = browser.new_context(java_script_enabled=False)
     page = context.new_page()
     page.goto(built_page.as_uri())
-    row = page.locator("#row-c1_backward_twice")
+    row = page.locator("#row-inplace_after_retain")  # its text differs on torch 2.0.1 and 2.8.0
     expect(row).to_be_hidden()
     page.locator("#outcomes summary").click()
     expect(row).to_be_visible()

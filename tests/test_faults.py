@@ -762,10 +762,12 @@ def test_every_printed_line_must_reach_the_page(snapshot_data):
     assert f"does not show the line {first.text.splitlines()[0]!r} that scenario " in str(
         caught.value
     )
-    from markupsafe import escape  # as the page's templates escape text
+    from backtwice.render import escape_text  # as the page writes text nodes
 
     shown = "".join(
-        f"<pre>{escape(o.text)}</pre>" for run in snapshot.scenarios.values() for o in run.outputs
+        f"<pre>{escape_text(o.text)}</pre>"
+        for run in snapshot.scenarios.values()
+        for o in run.outputs
     )
     check_page(anchors + shown, [(ROOT / "torch.json", snapshot)], repro)
 
