@@ -843,11 +843,40 @@ class Early:
         return found
 
 
-def serve(jobs, repro, send, channel, parallel, early=None):
+MADV_COLLAPSE = 25  # linux/mman.h, Linux 6.1 and later
+HUGE_PAGE = 2 << 20
+
+
+def collapse_memory():
+    """Back this process's anonymous memory with huge pages where Linux can (MADV_COLLAPSE):
+    a fork then copies one page table entry per 2 MiB instead of 512, and its end frees as
+    few. Memory, and so every job's outcome, stays as it was; where Linux cannot, nothing."""
+    try:
+        import ctypes
+
+        madvise = ctypes.CDLL(None, use_errno=True).madvise
+        madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+        with open("/proc/self/maps") as handle:
+            maps = handle.read().splitlines()
+    except (OSError, AttributeError):
+        return
+    for line in maps:
+        fields = line.split()
+        if fields[1] != "rw-p" or fields[5:] not in ([], ["[heap]"]):
+            continue
+        low, high = (int(bound, 16) for bound in fields[0].split("-"))
+        start, end = -(-low // HUGE_PAGE) * HUGE_PAGE, high // HUGE_PAGE * HUGE_PAGE
+        if end > start:
+            madvise(start, end - start, MADV_COLLAPSE)  # EINVAL before Linux 6.1: no matter
+
+
+def serve(jobs, repro, send, channel, parallel, early=None, meanwhile=None):
     """Run each job in a fork of this process, `parallel` at a time; report them in order.
 
     `early`, if given, is an Early fork already at work on some of the jobs: it takes one of
-    the `parallel` places until it ends, and its reports are read every few milliseconds. A
+    the `parallel` places until it ends, and its reports are read every few milliseconds.
+    `meanwhile`, if given, is called once the first jobs run: work for this process that makes
+    the later forks cheaper, done while it would otherwise wait. A
     job kills what it started before it ends; what a job that crashed left behind comes back
     to this process (a subreaper) and is killed as soon as the job has ended.
     """
@@ -875,6 +904,9 @@ def serve(jobs, repro, send, channel, parallel, early=None):
             running[spare.pid] = (number, spare)
             spare = Spare(jobs, repro, channel)
             started += 1
+        if meanwhile is not None:
+            meanwhile()
+            meanwhile = None
         if early is not None and early.pid in running:
             from_early(early.take())
             pid, status = CHILDREN.poll()
@@ -941,7 +973,7 @@ def main():
     send({"event": "ready", "environment": environment()})
     gc.enable()
     gc.freeze()  # the forks share these objects' pages instead of copying them
-    serve(jobs, repro, send, channel_fd, parallel, early)
+    serve(jobs, repro, send, channel_fd, parallel, early, collapse_memory)
     return 0
 
 
