@@ -722,10 +722,12 @@ class Spare:
 WARM_UP = """\
 import torch
 model = torch.nn.Linear(2, 1)
-optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+rnn = torch.nn.LSTM(2, 2, batch_first=True)
+optimizer = torch.optim.SGD([*model.parameters(), *rnn.parameters()], lr=0.1)
 for step in range(1, 3):
     optimizer.zero_grad()
-    loss = model(torch.ones(2)).sum()
+    out, (h, c) = rnn(torch.ones(1, 2, 2))
+    loss = model(out).sum()
     loss.backward()
     optimizer.step()
 print("warm", loss, [step])
