@@ -416,6 +416,10 @@ def execute_loop(job, anomaly=False, measure=False):
     filename = job["file"]
     namespace = {"__name__": "__main__", "__file__": filename}
     code = compile(job["source"], filename, "exec")
+    # Tracebacks read the loop's lines from here, as they would from its file; without them
+    # every stack torch formats (anomaly mode records one per op, a CUDA seed one per call)
+    # searches sys.path for a file named "<loop ...>".
+    linecache.cache[filename] = (len(job["source"]), None, job["source"].splitlines(True), filename)
     lines = job["source"].splitlines()
     for_line = next(i for i, line in enumerate(lines, 1) if line.startswith("for step"))
     recorder = Measure(namespace, filename, for_line) if measure else None
