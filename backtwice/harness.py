@@ -771,7 +771,8 @@ class Early:
 
     It appends each job's "start" and "done" to a file, one line each, which the server reads
     as they come once it has warmed up, so that a job that ended is reported, and a job's
-    timeout runs, while a later one still runs. It kills what its jobs left, as the server does.
+    timeout runs, while a later one still runs; a job that started during the warm-up has its
+    timeout counted from the warm-up's end. It kills what its jobs left, as the server does.
     """
 
     def __init__(self, jobs, numbers, repro, channel):
