@@ -880,8 +880,9 @@ def collapse_memory():
 def serve(jobs, repro, send, channel, parallel, early=None, meanwhile=None):
     """Run each job in a fork of this process, `parallel` at a time; report them in order.
 
-    `early`, if given, is an Early fork already at work on some of the jobs: it takes one of
-    the `parallel` places until it ends, and its reports are read every few milliseconds.
+    `early`, if given, is an Early fork already at work on some of the jobs; its reports are
+    read every few milliseconds. It takes none of the `parallel` places: it is near its end
+    by the time the server is warm, and `meanwhile` holds the server up for a while then.
     `meanwhile`, if given, is called once the first jobs run: work for this process that makes
     the later forks cheaper, done while it would otherwise wait. A
     job kills what it started before it ends; what a job that crashed left behind comes back
@@ -889,6 +890,7 @@ def serve(jobs, repro, send, channel, parallel, early=None, meanwhile=None):
     """
     running, ended = {}, {}
     queued = list(range(len(jobs)))
+    early_pid = None if early is None else early.pid
     if early is not None:
         running[early.pid] = (None, early)
         queued = [number for number in queued if number not in early.ids.values()]
@@ -904,7 +906,7 @@ def serve(jobs, repro, send, channel, parallel, early=None, meanwhile=None):
     spare = Spare(jobs, repro, channel)
     started = reported = 0
     while reported < len(jobs):
-        while started < len(queued) and len(running) < parallel:
+        while started < len(queued) and len(running) - (early_pid in running) < parallel:
             number = queued[started]
             spare.start(number)
             send({"event": "start", "id": jobs[number]["id"]})
