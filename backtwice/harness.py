@@ -880,12 +880,13 @@ def collapse_memory():
 def serve(jobs, repro, send, channel, parallel, early=None, meanwhile=None):
     """Run each job in a fork of this process, `parallel` at a time; report them in order.
 
-    `early`, if given, is an Early fork already at work on some of the jobs; its reports are
-    read every few milliseconds. It takes none of the `parallel` places: it is near its end
-    by the time the server is warm, and `meanwhile` holds the server up for a while then.
     `meanwhile`, if given, is called once the first jobs run: work for this process that makes
-    the later forks cheaper, done while it would otherwise wait. A
-    job kills what it started before it ends; what a job that crashed left behind comes back
+    the later forks cheaper, done while it would otherwise wait. `early`, if given, is an Early
+    fork already at work on some of the jobs; its reports are read every few milliseconds. It
+    takes none of the `parallel` places: it is near its end by the time the server is warm, and
+    `meanwhile` holds the server up for a while then.
+
+    A job kills what it started before it ends; what a job that crashed left behind comes back
     to this process (a subreaper) and is killed as soon as the job has ended.
     """
     running, ended = {}, {}
