@@ -416,6 +416,10 @@ def execute_loop(job, anomaly=False, measure=False):
     filename = job["file"]
     namespace = {"__name__": "__main__", "__file__": filename}
     code = compile(job["source"], filename, "exec")
+    # Tracebacks read the loop's lines from here, as they would from its file; without them
+    # every stack torch formats (anomaly mode records one per op, a CUDA seed one per call)
+    # searches sys.path for a file named "<loop ...>".
+    linecache.cache[filename] = (len(job["source"]), None, job["source"].splitlines(True), filename)
     lines = job["source"].splitlines()
     for_line = next(i for i, line in enumerate(lines, 1) if line.startswith("for step"))
     recorder = Measure(namespace, filename, for_line) if measure else None
@@ -581,6 +585,14 @@ class Children:
                 return
             self.ended[pid] = status
 
+    def poll(self):
+        """A child that has ended, as (pid, wait status), or (None, None) if none has."""
+        self.reap()
+        if not self.ended:
+            return None, None
+        found = next(iter(self.ended))
+        return found, self.ended.pop(found)
+
     def wait(self, pid=None):
         """Wait for a child (any, or `pid`) to end; return (pid, wait status)."""
         while not self.ended or (pid is not None and pid not in self.ended):
@@ -714,10 +726,12 @@ class Spare:
 WARM_UP = """\
 import torch
 model = torch.nn.Linear(2, 1)
-optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+rnn = torch.nn.LSTM(2, 2, batch_first=True)
+optimizer = torch.optim.SGD([*model.parameters(), *rnn.parameters()], lr=0.1)
 for step in range(1, 3):
     optimizer.zero_grad()
-    loss = model(torch.ones(2)).sum()
+    out, (h, c) = rnn(torch.ones(1, 2, 2))
+    loss = model(out).sum()
     loss.backward()
     optimizer.step()
 print("warm", loss, [step])
@@ -740,27 +754,184 @@ def warm_up():
     linecache.cache.pop(job["file"], None)
 
 
-def serve(jobs, repro, send, channel, parallel):
+def runs_early(job):
+    """Whether a job can run before the warm-up: its text names no optimizer.
+
+    The warm-up's first optimizer step imports torch._dynamo, most of the warm-up's time, on one
+    core while the others wait; a job that steps no optimizer needs none of it. A job this
+    guesses wrong about imports it in its own fork: slower, never different.
+    """
+    return "optim" not in job["source"]
+
+
+class Early:
+    """A fork made before the warm-up, from the state just after `import torch`, that runs the
+    jobs that step no optimizer one at a time, each in a fork of its own as the server would,
+    while the server warms up on another core.
+
+    It appends each job's "start" and "done" to a file, one line each, which the server reads
+    as they come once it has warmed up, so that a job that ended is reported, and a job's
+    timeout runs, while a later one still runs; a job that started during the warm-up has its
+    timeout counted from the warm-up's end. It kills what its jobs left, as the server does.
+    """
+
+    def __init__(self, jobs, numbers, repro, channel):
+        self.numbers = numbers
+        self.ids = {jobs[number]["id"]: number for number in numbers}
+        self.reports = tempfile.TemporaryFile()
+        self.used = 0  # bytes of the file take() has turned into reports
+        self.read = b""  # bytes after those that take() has read: the start of a line
+        self.reported = set()  # numbers the server has a "done" for
+        self.pid = os.fork()
+        if self.pid == 0:
+            self.serve(jobs, repro, channel)
+
+    def serve(self, jobs, repro, channel):
+        """In the fork: run the early jobs, a report line per event; never return."""
+        code = 70
+        try:
+            die_with_parent(signal.SIGKILL)
+            prctl(PR_SET_CHILD_SUBREAPER, 1)  # what its jobs leave comes back here
+            CHILDREN.ended.clear()
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, channel)  # only the server speaks on the channel
+            os.close(devnull)
+            import gc
+
+            gc.enable()  # as every job has it: the server switched it off to import torch
+            gc.freeze()
+
+            def record(message):  # one write per line: the server never reads half a line
+                line = json.dumps(message, sort_keys=True) + "\n"
+                os.write(self.reports.fileno(), line.encode("ascii"))
+
+            serve([jobs[number] for number in self.numbers], repro, record, channel, 1)
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            with contextlib.suppress(BaseException):
+                sys.stdout.flush()
+                sys.stderr.flush()
+            os._exit(code)
+
+    def take(self):
+        """The (event, job number, message) of each whole line written since the last call."""
+        offset = self.used + len(self.read)
+        size = os.fstat(self.reports.fileno()).st_size
+        if size > offset:
+            self.read += os.pread(self.reports.fileno(), size - offset, offset)
+        whole, _, rest = self.read.rpartition(b"\n")
+        if not whole:
+            return []
+        self.used += len(whole) + 1
+        self.read = rest
+        found = []
+        for line in whole.decode("ascii").splitlines():
+            message = json.loads(line)
+            found.append((message.pop("event"), self.ids[message.pop("id")], message))
+        return found
+
+    def finish(self, status):
+        """The reports not yet taken; each job it did not report done crashed with it."""
+        try:
+            found = self.take()
+        finally:
+            self.reports.close()
+        if os.WIFSIGNALED(status):
+            how = f"was killed by signal {os.WTERMSIG(status)}"
+        else:
+            how = f"exited with code {os.WEXITSTATUS(status)}"
+        done = {number for event, number, _ in found if event == "done"}
+        for number in self.numbers:
+            if number not in done and number not in self.reported:
+                crashed = {"how": "ran in a fork that " + how, "last": ""}
+                found.append(("done", number, {"crashed": crashed}))
+        return found
+
+
+MADV_COLLAPSE = 25  # linux/mman.h, Linux 6.1 and later
+HUGE_PAGE = 2 << 20
+
+
+def collapse_memory():
+    """Back this process's anonymous memory with huge pages where Linux can (MADV_COLLAPSE):
+    a fork then copies one page table entry per 2 MiB instead of 512, and its end frees as
+    few. Memory, and so every job's outcome, stays as it was; where Linux cannot, nothing."""
+    try:
+        import ctypes
+
+        madvise = ctypes.CDLL(None, use_errno=True).madvise
+        madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+        with open("/proc/self/maps") as handle:
+            maps = handle.read().splitlines()
+    except (OSError, AttributeError):
+        return
+    for line in maps:
+        fields = line.split()
+        if fields[1] != "rw-p" or fields[5:] not in ([], ["[heap]"]):
+            continue
+        low, high = (int(bound, 16) for bound in fields[0].split("-"))
+        start, end = -(-low // HUGE_PAGE) * HUGE_PAGE, high // HUGE_PAGE * HUGE_PAGE
+        if end > start:
+            madvise(start, end - start, MADV_COLLAPSE)  # EINVAL before Linux 6.1: no matter
+
+
+def serve(jobs, repro, send, channel, parallel, early=None, meanwhile=None):
     """Run each job in a fork of this process, `parallel` at a time; report them in order.
+
+    `meanwhile`, if given, is called once the first jobs run: work for this process that makes
+    the later forks cheaper, done while it would otherwise wait. `early`, if given, is an Early
+    fork already at work on some of the jobs; its reports are read every few milliseconds. It
+    takes none of the `parallel` places: it is near its end by the time the server is warm, and
+    `meanwhile` holds the server up for a while then.
 
     A job kills what it started before it ends; what a job that crashed left behind comes back
     to this process (a subreaper) and is killed as soon as the job has ended.
     """
-    spare = Spare(jobs, repro, channel)
     running, ended = {}, {}
+    queued = list(range(len(jobs)))
+    early_pid = None if early is None else early.pid
+    if early is not None:
+        running[early.pid] = (None, early)
+        queued = [number for number in queued if number not in early.ids.values()]
+
+    def from_early(found):
+        for event, number, message in found:
+            if event == "start":
+                send({"event": "start", "id": jobs[number]["id"]})
+            else:
+                ended[number] = message
+                early.reported.add(number)
+
+    spare = Spare(jobs, repro, channel)
     started = reported = 0
     while reported < len(jobs):
-        while started < len(jobs) and len(running) < parallel:
-            spare.start(started)
-            send({"event": "start", "id": jobs[started]["id"]})
-            running[spare.pid] = (started, spare)
+        while started < len(queued) and len(running) - (early_pid in running) < parallel:
+            number = queued[started]
+            spare.start(number)
+            send({"event": "start", "id": jobs[number]["id"]})
+            running[spare.pid] = (number, spare)
             spare = Spare(jobs, repro, channel)
             started += 1
-        pid, status = CHILDREN.wait()
+        if meanwhile is not None:
+            meanwhile()
+            meanwhile = None
+        if early is not None and early.pid in running:
+            from_early(early.take())
+            pid, status = CHILDREN.poll()
+            if pid is None:
+                time.sleep(0.002)
+        else:
+            pid, status = CHILDREN.wait()
         if pid in running:
             number, fork = running.pop(pid)
-            ended[number] = fork.finish(status)
-        CHILDREN.kill_all_but([spare.pid, *running])  # orphans of a job that died
+            if number is None:
+                from_early(fork.finish(status))
+            else:
+                ended[number] = fork.finish(status)
+        if pid is not None:
+            CHILDREN.kill_all_but([spare.pid, *running])  # orphans of a job that died
         while reported in ended:
             done = {"event": "done", "id": jobs[reported]["id"]}
             done.update(ended.pop(reported))
@@ -791,18 +962,28 @@ def main():
 
     repro = request["repro"]
     sys.path.insert(0, repro)
+    import gc
+
+    # Importing torch and torch._dynamo makes hundreds of thousands of objects and almost no
+    # garbage; the cyclic collector, run again and again over all of them, would take a third
+    # of the import. It is switched back on, as every interpreter has it, before any job runs.
+    gc.disable()
     import torch
 
     torch.set_num_threads(1)  # before any op: no intra-op pool to break in the forks
     for name, module in sorted(request.get("modules", {}).items()):
         install_module(name, module["file"], module["source"])
+    jobs = request["jobs"]
+    parallel = max(1, min(4, os.cpu_count() or 1))  # each job: one thread, its own process
+    early = None
+    if parallel > 1:  # on one core the early jobs would only slow the warm-up down
+        numbers = [number for number, job in enumerate(jobs) if runs_early(job)]
+        early = Early(jobs, numbers, repro, channel_fd) if numbers else None
     warm_up()
     send({"event": "ready", "environment": environment()})
-    import gc
-
+    gc.enable()
     gc.freeze()  # the forks share these objects' pages instead of copying them
-    parallel = max(1, min(4, os.cpu_count() or 1))  # each job: one thread, its own process
-    serve(request["jobs"], repro, send, channel_fd, parallel)
+    serve(jobs, repro, send, channel_fd, parallel, early, collapse_memory)
     return 0
 
 

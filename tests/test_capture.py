@@ -148,12 +148,19 @@ def test_environment_is_recorded(known):
     }
 
 
-def test_hanging_scenario_times_out_by_name(tmp_path):
+# A scenario that names no optimizer runs in a fork made before the warm-up; one that names
+# one, after it. Faults must be caught alike on both paths.
+LATE = "# torch.optim, named: this scenario runs after the warm-up\n"
+EITHER_PATH = pytest.mark.parametrize("late", ["", LATE], ids=["early", "after-warm-up"])
+
+
+@EITHER_PATH
+def test_hanging_scenario_times_out_by_name(tmp_path, late):
     repro = write_repro(
         tmp_path / "repro",
         {
-            "fine": ("runs", "import torch\n", 30),
-            "hangs": ("runs", "import time\nwhile True:\n    time.sleep(0.05)\n", 1),
+            "fine": ("runs", "import torch\n" + late, 30),
+            "hangs": ("runs", "import time\nwhile True:\n    time.sleep(0.05)\n" + late, 1),
         },
     )
     with pytest.raises(CaptureError) as caught:
@@ -164,8 +171,12 @@ def test_hanging_scenario_times_out_by_name(tmp_path):
     )
 
 
-def test_crashing_scenario_is_reported_by_name(tmp_path):
-    repro = write_repro(tmp_path / "repro", {"dies": ("runs", "import os\nos._exit(7)\n", 30)})
+@EITHER_PATH
+def test_crashing_scenario_is_reported_by_name(tmp_path, late):
+    source = "import os\nos._exit(7)\n" + late
+    repro = write_repro(
+        tmp_path / "repro", {"fine": ("runs", "x = 1\n", 30), "dies": ("runs", source, 30)}
+    )
     with pytest.raises(CaptureError) as caught:
         capture(repro, say=lambda _: None)
     assert str(caught.value).startswith(
@@ -173,8 +184,9 @@ def test_crashing_scenario_is_reported_by_name(tmp_path):
     )
 
 
-def test_segfault_is_reported_by_name(tmp_path):
-    source = "import ctypes\nctypes.string_at(0)\n"
+@EITHER_PATH
+def test_segfault_is_reported_by_name(tmp_path, late):
+    source = "import ctypes\nctypes.string_at(0)\n" + late
     repro = write_repro(tmp_path / "repro", {"segv": ("runs", source, 30)})
     with pytest.raises(CaptureError, match=r"scenario 'segv' crashed .* killed by signal 11"):
         capture(repro, say=lambda _: None)
@@ -325,3 +337,43 @@ def test_scenarios_start_clean_whatever_ran_before_and_wherever_the_build_runs(
         "sum: tensor(2.)",
         "threads where it was forked from: 1",
     ]
+
+
+RAISES_TWICE = """\
+import sys
+import torch
+
+torch.manual_seed(1)
+w = torch.randn(3, requires_grad=True)
+loss = (w.exp() * 2).sum()
+loss.backward()
+print("grad", w.grad)
+loss.backward()
+"""
+
+
+def test_a_job_records_the_same_before_and_after_the_warm_up(tmp_path):
+    # The same scenario, once early (it names no optimizer) and once after the warm-up (a
+    # comment names one): its printed lines, error, anomaly node and diagnosis are the same.
+    runs = []
+    for name, source in (("early", RAISES_TWICE), ("late", RAISES_TWICE + LATE)):
+        repro = write_repro(tmp_path / name, {"twice": ("raises", source, 30)})
+        captured = capture(repro, say=lambda _: None, today="2026-01-01")
+        runs.append(snap.to_data(captured.scenarios["twice"]))
+    assert runs[0] == runs[1]
+    assert runs[0]["raised"]["message"].startswith(MESSAGE_START)
+    assert runs[0]["anomaly"]["node"].endswith("Backward0")
+    assert runs[0]["diagnosis"]["text"]
+
+
+def test_a_job_that_steps_no_optimizer_runs_before_the_warm_up(tmp_path):
+    # It starts as a fresh interpreter would, without torch._dynamo, which the warm-up's
+    # optimizer step imports; a job that names an optimizer starts after it.
+    source = "import sys\nprint('dynamo imported:', 'torch._dynamo' in sys.modules)\n"
+    repro = write_repro(
+        tmp_path / "repro",
+        {"early": ("runs", source, 30), "late": ("runs", source + LATE, 30)},
+    )
+    captured = capture(repro, say=lambda _: None, today="2026-01-01")
+    printed = {k: [o.text for o in v.outputs] for k, v in captured.scenarios.items()}
+    assert printed == {"early": ["dynamo imported: False"], "late": ["dynamo imported: True"]}

@@ -403,14 +403,20 @@ time.sleep({sleep})
 """
 
 
-def start_build(repro, folder, site, sleep=120, pidfile=None):
+# A scenario that names no optimizer runs in a fork made before the warm-up, one that names
+# one after it: each fault is checked on both paths.
+LATE = "# torch.optim, named: this scenario runs after the warm-up\n"
+EITHER_PATH = pytest.mark.parametrize("late", ["", LATE], ids=["early", "after-warm-up"])
+
+
+def start_build(repro, folder, site, sleep=120, pidfile=None, late=""):
     """Start build.py on a one-scenario repro/ that starts two detached processes; return
     (the build's Popen, the pid file the scenario writes)."""
     pidfile = pidfile or repro.parent / "pids"
     repro.mkdir()
     (repro / "scenarios.toml").write_text('[[scenario]]\nid = "hangs"\nexpect = "runs"\n')
     (repro / "hangs.py").write_text(
-        HANGS.format(pidfile=str(pidfile), sleep=sleep), encoding="utf-8"
+        HANGS.format(pidfile=str(pidfile), sleep=sleep) + late, encoding="utf-8"
     )
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "build.py"), "--repro", repro, "--snapshots", folder]
@@ -424,8 +430,8 @@ def start_build(repro, folder, site, sleep=120, pidfile=None):
 
 
 def read_pids(pidfile, deadline=120):
-    """Wait for the scenario's pid file: (scenario, capture interpreter, setsid child, fork,
-    a thread's child)."""
+    """Wait for the scenario's pid file: (scenario, the fork that started it, setsid child,
+    fork, a thread's child)."""
     end = time.monotonic() + deadline
     while not (pidfile.exists() and len(pidfile.read_text().split()) == 5):
         assert time.monotonic() < end, "the scenario never started"
@@ -463,13 +469,14 @@ STOP_SIGNALS = pytest.mark.parametrize(
 )
 
 
+@EITHER_PATH
 @STOP_SIGNALS
 def test_a_signal_stops_the_child_and_all_it_started_and_writes_nothing(
-    tmp_path, snapshots_copy, site, signum, code, how
+    tmp_path, snapshots_copy, site, signum, code, how, late
 ):
     folder, path = snapshots_copy
     before = path.read_bytes()
-    proc, pidfile = start_build(tmp_path / "repro", folder, site)
+    proc, pidfile = start_build(tmp_path / "repro", folder, site, late=late)
     pids = read_pids(pidfile)
     proc.send_signal(signum)
     stdout, stderr = proc.communicate(timeout=60)
@@ -481,12 +488,13 @@ def test_a_signal_stops_the_child_and_all_it_started_and_writes_nothing(
     unchanged(folder, path, before, site)
 
 
+@EITHER_PATH
 def test_a_killed_build_takes_the_capture_and_all_it_started_with_it(
-    tmp_path, snapshots_copy, site
+    tmp_path, snapshots_copy, site, late
 ):
     folder, path = snapshots_copy
     before = path.read_bytes()
-    proc, pidfile = start_build(tmp_path / "repro", folder, site)
+    proc, pidfile = start_build(tmp_path / "repro", folder, site, late=late)
     pids = read_pids(pidfile)
     proc.kill()
     proc.communicate(timeout=60)
@@ -496,15 +504,17 @@ def test_a_killed_build_takes_the_capture_and_all_it_started_with_it(
     unchanged(folder, path, before, site)
 
 
-def test_detached_processes_end_with_their_scenario_and_the_capture_finishes(tmp_path):
+@EITHER_PATH
+def test_detached_processes_end_with_their_scenario_and_the_capture_finishes(tmp_path, late):
     repro = tmp_path / "repro"
     repro.mkdir()
     pidfile = tmp_path / "pids"
     (repro / "scenarios.toml").write_text(
         '[[scenario]]\nid = "hangs"\nexpect = "runs"\n\n[[scenario]]\nid = "after"\nexpect = "runs"\n'
     )
-    (repro / "hangs.py").write_text(HANGS.format(pidfile=str(pidfile), sleep=0), encoding="utf-8")
-    (repro / "after.py").write_text("print('after')\n", encoding="utf-8")
+    hangs = HANGS.format(pidfile=str(pidfile), sleep=0) + late
+    (repro / "hangs.py").write_text(hangs, encoding="utf-8")
+    (repro / "after.py").write_text("print('after')\n" + late, encoding="utf-8")
     started = time.monotonic()
     said = []
     result = capture_module.capture(repro, say=said.append)
