@@ -451,7 +451,6 @@ def loop_run(answers, fixed, tempting, job, result):
         answers.retain,
         job.source,
         _raised(result),
-        _anomaly(result),
         result["raised_step"],
         loop_steps(result),
         fixed,

@@ -39,8 +39,8 @@ def run_changes(old, new):
             )
         if old.raised.message != new.raised.message:
             lines.append(f"text {word_changes(old.raised.message, new.raised.message)}")
-    old_anomaly = old.anomaly.node if old.anomaly else None
-    new_anomaly = new.anomaly.node if new.anomaly else None
+    old_anomaly = old.anomaly.node if getattr(old, "anomaly", None) else None  # scenarios only
+    new_anomaly = new.anomaly.node if getattr(new, "anomaly", None) else None
     if old_anomaly != new_anomaly:
         lines.append(f"anomaly mode names {old_anomaly} -> {new_anomaly}")
     return lines

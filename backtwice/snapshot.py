@@ -14,7 +14,7 @@ from typing import Any
 
 from .errors import InputError, OutputError
 
-SCHEMA = 3
+SCHEMA = 4
 RECAPTURE = "run `python build.py` with torch installed to capture it again"
 NEWER = (
     "was written by a newer build of this project (schema {found}; this build reads schema "
@@ -202,8 +202,6 @@ class LoopRun:
     """The loop's source, exactly as it ran."""
     raised: Raised | None
     """The exception of the plain run, or None when all steps ran."""
-    anomaly: Anomaly | None
-    """What anomaly mode named, when it raised."""
     raised_step: int | None
     """The step during which it raised."""
     steps: tuple[Step, ...]

@@ -108,15 +108,15 @@ def _figures(run):
     return run.steps
 
 
-# What is compared across versions, for scenarios and loops alike: a name for the sentence and
-# the part of a run that must be equal.
+# What is compared across versions: a name for the sentence and the part of a run that must be
+# equal. Only scenarios are run under anomaly mode (a loop has no anomaly field): its name says so.
 ASPECTS = (
     ("whether it raises", outcome),
     ("the exception text", lambda run: run.raised and (run.raised.type, run.raised.message)),
     ("the line that raised", lambda run: run.raised and run.raised.line),
     (
-        "the node anomaly mode names",
-        lambda run: run.anomaly and (run.anomaly.node, run.anomaly.line),
+        "the node anomaly mode names in a scenario",
+        lambda run: getattr(run, "anomaly", None) and (run.anomaly.node, run.anomaly.line),
     ),
     ("the printed numbers", _figures),
 )

@@ -258,7 +258,8 @@ def test_summary_names_what_held_and_what_changed(two_versions, snapshot_data):
     scenarios, loops = len(snapshot_data["scenarios"]), len(snapshot_data["loops"])
     assert versions.summary(snapshots) == (
         f"Across torch 2.9.1 and {newest}, all {scenarios} scenarios and {loops} checker loops "
-        "agree on whether it raises, the line that raised and the node anomaly mode names; older "
+        "agree on whether it raises, the line that raised and the node anomaly mode names in a "
+        "scenario; older "
         "versions differ in the exception text of 1 scenario (torch 2.9.1) and the printed "
         "numbers of 1 scenario (torch 2.9.1)."
     )
@@ -282,7 +283,8 @@ def test_summary_counts_scenarios_and_loops(tmp_path, snapshot_data):
         in sentence
     )
     assert (
-        "agree on whether it raises, the exception text, the node anomaly mode names and the "
+        "agree on whether it raises, the exception text, the node anomaly mode names in a scenario "
+        "and the "
         "printed numbers;" in sentence
     )
 
