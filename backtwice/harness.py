@@ -100,6 +100,31 @@ def describe_anomaly(caught, filename, source_lines):
 
 
 _START = {}
+_CPU_ONLY = []  # [True] once the server knows no accelerator is there
+
+
+def no_accelerator():
+    """Whether torch sees no CUDA, XPU, MTIA or MPS device (those it has a module for)."""
+    import torch
+
+    modules = [getattr(torch, name, None) for name in ("cuda", "xpu", "mtia")]
+    modules.append(getattr(torch.backends, "mps", None))
+    checks = [getattr(module, "is_available", None) for module in modules]
+    return not any(check() for check in checks if callable(check))
+
+
+def seed():
+    """Seed Python and torch as random.seed(SEED) and torch.manual_seed(SEED) do. Where no
+    accelerator is there, torch's CPU generator only: torch.manual_seed also queues a seed for
+    each device not yet in use, formatting the stack for each (a third of a millisecond in a
+    job), and those queued calls could never run. The CPU generator's state is the same."""
+    import torch
+
+    random.seed(SEED)
+    if _CPU_ONLY:
+        torch.default_generator.manual_seed(SEED)
+    else:
+        torch.manual_seed(SEED)
 
 
 def remember_state():
@@ -142,8 +167,7 @@ def execute(job, anomaly, around=None):
     import torch
 
     restore_state()
-    random.seed(SEED)
-    torch.manual_seed(SEED)
+    seed()
     printed = []
     size = [0]
     filename = job["file"]
@@ -235,13 +259,11 @@ def relative_to(value, folder):
 def run_case(job):
     """Run a diagnoser test case under the diagnoser, as `cd CASES && python diagnose.py
     --json R NAME.py` would; return how it ended and the report, paths relative to its folder."""
-    import torch
 
     diagnoser = sys.modules[DIAGNOSER]
     filename = job["file"]
     around = diagnoser.diagnose(script=filename, shown=os.path.basename(filename))
-    random.seed(SEED)
-    torch.manual_seed(SEED)
+    seed()
     namespace = {"__name__": "__main__", "__file__": filename}
     code = compile(job["source"], filename, "exec")
     linecache.cache[filename] = (len(job["source"]), None, job["source"].splitlines(True), filename)
@@ -413,10 +435,9 @@ def measured_code(source, filename):
         for node in tree.body
         if isinstance(node, ast.For) and lines[node.lineno - 1].startswith("for step")
     ]
-    loop.iter = ast.copy_location(
-        ast.Call(ast.Name(STEPS_OF, ast.Load()), [loop.iter], []), loop.iter
-    )
-    return compile(ast.fix_missing_locations(tree), filename, "exec")
+    name = ast.copy_location(ast.Name(STEPS_OF, ast.Load()), loop.iter)
+    loop.iter = ast.copy_location(ast.Call(name, [loop.iter], []), loop.iter)
+    return compile(tree, filename, "exec")
 
 
 def execute_loop(job, anomaly=False, measure=False):
@@ -428,8 +449,7 @@ def execute_loop(job, anomaly=False, measure=False):
     import torch
 
     restore_state()
-    random.seed(SEED)
-    torch.manual_seed(SEED)
+    seed()
     filename = job["file"]
     namespace = {"__name__": "__main__", "__file__": filename}
     if measure:
@@ -1000,7 +1020,10 @@ def main():
         numbers = [number for number, job in enumerate(jobs) if runs_early(job)]
         early = Early(jobs, numbers, repro, channel_fd) if numbers else None
     warm_up()
-    send({"event": "ready", "environment": environment()})
+    ready = environment()
+    if not ready["cuda"] and no_accelerator():
+        _CPU_ONLY.append(True)
+    send({"event": "ready", "environment": ready})
     gc.enable()
     gc.freeze()  # the forks share these objects' pages instead of copying them
     serve(jobs, repro, send, channel_fd, parallel, early, collapse_memory)

@@ -377,3 +377,27 @@ def test_a_job_that_steps_no_optimizer_runs_before_the_warm_up(tmp_path):
     captured = capture(repro, say=lambda _: None, today="2026-01-01")
     printed = {k: [o.text for o in v.outputs] for k, v in captured.scenarios.items()}
     assert printed == {"early": ["dynamo imported: False"], "late": ["dynamo imported: True"]}
+
+
+def test_seeding_without_an_accelerator_gives_torch_manual_seeds_numbers(monkeypatch):
+    """The harness seeds only the CPU generator where no accelerator is there: the numbers a
+    job draws are the ones torch.manual_seed(SEED) gives."""
+    import random
+
+    import torch
+
+    from backtwice import harness
+
+    expected = []
+    for cpu_only in ([], [True]):
+        monkeypatch.setattr(harness, "_CPU_ONLY", cpu_only)
+        torch.manual_seed(12345)  # something else first, so that seeding has to reset it
+        random.seed(12345)
+        harness.seed()
+        drawn = (torch.rand(4).tolist(), torch.randn(2, 2).tolist(), random.random())
+        expected.append(drawn)
+    torch.manual_seed(harness.SEED)
+    random.seed(harness.SEED)
+    plain = (torch.rand(4).tolist(), torch.randn(2, 2).tolist(), random.random())
+    assert expected == [plain, plain]
+    assert harness.no_accelerator() == (not torch.cuda.is_available())
