@@ -674,6 +674,28 @@ def last_line(handle):
     return lines[-1].decode("utf-8", "backslashreplace") if lines else ""
 
 
+def run_fork(body):
+    """Be a fork of the server for body()'s length, then end it; never return.
+
+    The fork dies with the server, and what it or its jobs start comes back to it (a child
+    subreaper). It exits 0 once body() returns, or 70 after printing what it raised.
+    """
+    code = 70
+    try:
+        die_with_parent(signal.SIGKILL)
+        prctl(PR_SET_CHILD_SUBREAPER, 1)
+        CHILDREN.ended.clear()
+        body()
+        code = 0
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(BaseException):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
 class Spare:
     """A fork of the server made ahead of time, which runs the job it is then given.
 
@@ -688,50 +710,37 @@ class Spare:
         self.pid = os.fork()
         if self.pid == 0:
             os.close(self.go)
-            self.serve(jobs, repro, channel, read)
+            run_fork(lambda: self.serve(jobs, repro, channel, read))
         os.close(read)
 
     def serve(self, jobs, repro, channel, go):
-        """In the fork: wait for a job's number, run that job, write its result; never return."""
-        code = 70
-        try:
-            die_with_parent(signal.SIGKILL)
-            prctl(PR_SET_CHILD_SUBREAPER, 1)  # what the job starts stays below it
-            CHILDREN.ended.clear()
-            for signum in (signal.SIGTERM, signal.SIGHUP):
-                signal.signal(signum, signal.SIG_DFL)
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            os.close(channel)  # only the server speaks on the channel
-            os.dup2(self.output.fileno(), 1)
-            os.dup2(self.output.fileno(), 2)
-            os.chdir(repro)
-            chosen = b""
-            while True:
-                chunk = os.read(go, 64)
-                if not chunk:
-                    break
-                chosen += chunk
-            if not chosen:  # no job left: the server is done
-                code = 0
-                return
-            job = jobs[int(chosen)]
-            sys.argv = [os.path.basename(job["file"])]
-            if job["id"].startswith(CASE_JOBS):  # a case runs in its own folder
-                os.chdir(os.path.dirname(job["file"]))
-            remember_state()
-            run = run_loop if job["id"].startswith(LOOP_JOBS) else run_job
-            run = run_case if job["id"].startswith(CASE_JOBS) else run
-            data = json.dumps(run(job), sort_keys=True).encode("ascii")
-            CHILDREN.kill_all_but()  # what the job started ends with it
-            os.write(self.result.fileno(), data)
-            code = 0
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            with contextlib.suppress(BaseException):
-                sys.stdout.flush()
-                sys.stderr.flush()
-            os._exit(code)
+        """In the fork, through run_fork(): wait for a job's number, run that job, write its
+        result."""
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        os.close(channel)  # only the server speaks on the channel
+        os.dup2(self.output.fileno(), 1)
+        os.dup2(self.output.fileno(), 2)
+        os.chdir(repro)
+        chosen = b""
+        while True:
+            chunk = os.read(go, 64)
+            if not chunk:
+                break
+            chosen += chunk
+        if not chosen:  # no job left: the server is done
+            return
+        job = jobs[int(chosen)]
+        sys.argv = [os.path.basename(job["file"])]
+        if job["id"].startswith(CASE_JOBS):  # a case runs in its own folder
+            os.chdir(os.path.dirname(job["file"]))
+        remember_state()
+        run = run_loop if job["id"].startswith(LOOP_JOBS) else run_job
+        run = run_case if job["id"].startswith(CASE_JOBS) else run
+        data = json.dumps(run(job), sort_keys=True).encode("ascii")
+        CHILDREN.kill_all_but()  # what the job started ends with it
+        os.write(self.result.fileno(), data)
 
     def start(self, number):
         """Give the fork its job."""
@@ -824,36 +833,23 @@ class Early:
         self.reported = set()  # numbers the server has a "done" for
         self.pid = os.fork()
         if self.pid == 0:
-            self.serve(jobs, repro, channel)
+            run_fork(lambda: self.serve(jobs, repro, channel))
 
     def serve(self, jobs, repro, channel):
-        """In the fork: run the early jobs, a report line per event; never return."""
-        code = 70
-        try:
-            die_with_parent(signal.SIGKILL)
-            prctl(PR_SET_CHILD_SUBREAPER, 1)  # what its jobs leave comes back here
-            CHILDREN.ended.clear()
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, channel)  # only the server speaks on the channel
-            os.close(devnull)
-            import gc
+        """In the fork, through run_fork(): run the early jobs, a report line per event."""
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, channel)  # only the server speaks on the channel
+        os.close(devnull)
+        import gc
 
-            gc.enable()  # as every job has it: the server switched it off to import torch
-            gc.freeze()
+        gc.enable()  # as every job has it: the server switched it off to import torch
+        gc.freeze()
 
-            def record(message):  # one write per line: the server never reads half a line
-                line = json.dumps(message, sort_keys=True) + "\n"
-                os.write(self.reports.fileno(), line.encode("ascii"))
+        def record(message):  # one write per line: the server never reads half a line
+            line = json.dumps(message, sort_keys=True) + "\n"
+            os.write(self.reports.fileno(), line.encode("ascii"))
 
-            serve([jobs[number] for number in self.numbers], repro, record, channel, 1)
-            code = 0
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            with contextlib.suppress(BaseException):
-                sys.stdout.flush()
-                sys.stderr.flush()
-            os._exit(code)
+        serve([jobs[number] for number in self.numbers], repro, record, channel, 1)
 
     def take(self):
         """The (event, job number, message) of each whole line written since the last call."""
