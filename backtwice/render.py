@@ -204,8 +204,9 @@ QUOTES = re.compile(r"&#34;|&#39;")
 
 
 def escape_text(text):
-    """Escape text for a text node: '&', '<' and '>' only (quotes need no escaping there)."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Text as the page writes it in a text node: escaped, then its quotes put back by
+    unquote_text(), so that '&', '<' and '>' only are escaped; one rule for page and checks."""
+    return unquote_text(str(escape(text)))
 
 
 def unquote_text(html):
