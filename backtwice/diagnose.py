@@ -414,7 +414,7 @@ class _Diagnoser:
         # Only a kept graph can see a step change a saved tensor.
         if self.retained is not None:
             self.stepped = (_site(sys._getframe(1), self.top), self.number)
-        self.steps[id(optimizer)] = self.number
+        self.steps[id(optimizer)] = (self.number, weakref.ref(optimizer))
 
     def _wrap(self, original, kind, at):
         @functools.wraps(original)
@@ -943,14 +943,13 @@ def _kind(value):
 
 
 def _trained(node, steps, since):
-    held = {
-        id(p)
-        for o in gc.get_objects()
-        if issubclass(type(o), torch.optim.Optimizer)
-        and (steps is None or steps.get(id(o), -1) >= since)
-        for g in o.param_groups
-        for p in g["params"]
-    }
+    # The optimizers that stepped since `since`, as the step hook saw them; without that hook
+    # (torch before 2.0), every optimizer alive, found by a scan of every object.
+    if steps is None:
+        optimizers = [o for o in gc.get_objects() if issubclass(type(o), torch.optim.Optimizer)]
+    else:
+        optimizers = [ref() for number, ref in steps.values() if number >= since]
+    held = {id(p) for o in optimizers if o is not None for g in o.param_groups for p in g["params"]}
     stack, seen = [node], {}
     while stack and len(seen) < SEARCH_LIMIT:
         node = stack.pop()
