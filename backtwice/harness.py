@@ -772,6 +772,46 @@ class Spare:
         self.output.close()
 
 
+class Probe:
+    """A fork that asks torch which devices there are, so that this process never does.
+
+    Asking initializes the device's driver (torch.cuda.is_available() does, and naming the
+    device initializes CUDA itself), and a fork of a process that has done so cannot use the
+    device: on a machine with a GPU every job would be such a fork ("Cannot re-initialize CUDA
+    in forked subprocess"). It runs while the server warms up.
+    """
+
+    def __init__(self):
+        read, write = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            os.close(read)
+            run_fork(lambda: self.serve(write))
+        os.close(write)
+        self.read = read
+
+    @staticmethod
+    def serve(write):
+        """In the fork, through run_fork(): write what environment() finds, as JSON."""
+        found = environment()
+        found["no_accelerator"] = not found["cuda"] and no_accelerator()
+        os.write(write, json.dumps(found, sort_keys=True).encode("ascii"))
+
+    def result(self, children):
+        """The environment the fork found, once it has ended; say so if it found none."""
+        data = b""
+        while True:
+            chunk = os.read(self.read, 65536)
+            if not chunk:
+                break
+            data += chunk
+        os.close(self.read)
+        _, status = children.wait(self.pid)
+        if status != 0 or not data:
+            raise RuntimeError(f"asking torch which devices there are failed (status {status})")
+        return json.loads(data.decode("ascii"))
+
+
 WARM_UP = """\
 import torch
 model = torch.nn.Linear(2, 1)
@@ -1011,13 +1051,14 @@ def main():
         install_module(name, module["file"], module["source"])
     jobs = request["jobs"]
     parallel = max(1, min(4, os.cpu_count() or 1))  # each job: one thread, its own process
+    probe = Probe()
     early = None
     if parallel > 1:  # on one core the early jobs would only slow the warm-up down
         numbers = [number for number, job in enumerate(jobs) if runs_early(job)]
         early = Early(jobs, numbers, repro, channel_fd) if numbers else None
     warm_up()
-    ready = environment()
-    if not ready["cuda"] and no_accelerator():
+    ready = probe.result(CHILDREN)
+    if ready.pop("no_accelerator"):
         _CPU_ONLY.append(True)
     send({"event": "ready", "environment": ready})
     gc.enable()

@@ -401,3 +401,37 @@ def test_seeding_without_an_accelerator_gives_torch_manual_seeds_numbers(monkeyp
     plain = (torch.rand(4).tolist(), torch.randn(2, 2).tolist(), random.random())
     assert expected == [plain, plain]
     assert harness.no_accelerator() == (not torch.cuda.is_available())
+
+
+PROBED = """\
+import os
+
+import torch
+
+asked = torch.cuda.is_available
+
+
+def is_available():  # notes which process asked; torch's own answer
+    with open(os.environ["BACKTWICE_TEST_ASKED"], "a") as handle:
+        handle.write(f"{os.getpid()}\\n")
+    return asked()
+
+
+torch.cuda.is_available = is_available
+"""
+
+
+def test_the_server_never_asks_torch_for_a_device(tmp_path, monkeypatch):
+    # Asking initializes the device's driver, and no fork of a process that has done so can
+    # use the device: on a GPU machine every job would fail. A fork asks, and the server not.
+    asked = tmp_path / "asked"
+    monkeypatch.setenv("BACKTWICE_TEST_ASKED", str(asked))
+    source = "import os\nimport support\nprint('server', os.getppid())\n" + LATE
+    repro = write_repro(tmp_path / "repro", {"late": ("runs", source, 30)}, support=PROBED)
+    captured = capture(repro, say=lambda _: None, today="2026-01-01")
+    (printed,) = [o.text for o in captured.scenarios["late"].outputs]
+    server = int(printed.split()[1])
+    callers = {int(pid) for pid in asked.read_text().split()}
+    assert callers, "nothing asked torch.cuda.is_available(): the test saw nothing"
+    assert server not in callers
+    assert captured.environment.device == "cpu"
