@@ -253,6 +253,7 @@ def run_child(python, repro, jobs, say, meanwhile=None):
         starts = {}
         for job in jobs:
             done = _await_done(child, job, starts)
+            starts.pop(job.id, None)
             if "crashed" in done:
                 crash = done["crashed"]
                 raise CaptureError(
@@ -303,9 +304,18 @@ def _await_done(child, job, starts):
             ) from None
         if message is None:
             how, last = child.died()
+            # Jobs report in order: any started one not yet reported may be the one it was.
+            under_way = list(starts) or [job.id]
+            if len(under_way) == 1:
+                what = f"while it ran scenario '{under_way[0]}'{last}"
+            else:
+                names = ", ".join(f"'{ident}'" for ident in under_way[:-1])
+                what = (
+                    f"while scenarios {names} and '{under_way[-1]}' were under way{last}; "
+                    "one of them caused it"
+                )
             raise CaptureError(
-                job.where,
-                f"the capture interpreter {how} while it ran scenario '{job.id}'{last}; nothing was written",
+                job.where, f"the capture interpreter {how} {what}; nothing was written"
             )
         if message.get("event") == "start":
             starts[message.get("id")] = time.monotonic()

@@ -184,6 +184,22 @@ def test_crashing_scenario_is_reported_by_name(tmp_path, late):
     )
 
 
+def test_a_killed_server_names_every_scenario_under_way(tmp_path):
+    # 'slow' is still running, and so the one awaited, when 'killer' kills the server: both are
+    # named, not the awaited one alone, since either may have done it.
+    slow = "import time\ntime.sleep(1.5)\n" + LATE
+    killer = "import os\nimport signal\nos.kill(os.getppid(), signal.SIGKILL)\n" + LATE
+    repro = write_repro(
+        tmp_path / "repro", {"slow": ("runs", slow, 30), "killer": ("runs", killer, 30)}
+    )
+    with pytest.raises(CaptureError) as caught:
+        capture(repro, say=lambda _: None)
+    assert str(caught.value) == (
+        f"{repro / 'slow.py'}: the capture interpreter was killed by signal 9 while scenarios "
+        "'slow' and 'killer' were under way; one of them caused it; nothing was written"
+    )
+
+
 @EITHER_PATH
 def test_segfault_is_reported_by_name(tmp_path, late):
     source = "import ctypes\nctypes.string_at(0)\n" + late
