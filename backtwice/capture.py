@@ -66,7 +66,6 @@ def loop_jobs(builder, repro):
     where = str(Path(repro) / manifest.LOOP_BUILDER)
     answers = builder.all_answers()
     fixes = {builder.fix(a).key: builder.fix(a) for a in answers}
-    fixes.update({t.key: t for t in map(builder.tempting, answers) if t is not None})
     return [
         Job(
             f"{kind} {a.key}",
@@ -451,7 +450,7 @@ def fixed_run(job, result):
     return FixedRun(job.id[4:], job.source, raised, steps)
 
 
-def loop_run(answers, fixed, tempting, job, result):
+def loop_run(answers, fixed, job, result):
     """Record one checker loop: plain verdict, step and text, measured steps, and its fix."""
     check_agreement(job, result)
     return LoopRun(
@@ -464,7 +463,6 @@ def loop_run(answers, fixed, tempting, job, result):
         result["raised_step"],
         loop_steps(result),
         fixed,
-        tempting,
     )
 
 
@@ -497,20 +495,11 @@ def capture(repro, python=None, say=print, today=None, meanwhile=None):
         by_id = {job.id: job for job in jobs}
         fixes = {}
         for answers in builder.all_answers():
-            keys = [builder.fix(answers).key]
-            tempting = builder.tempting(answers)
-            keys += [tempting.key] if tempting is not None else []
-            for key in keys:
-                if key not in fixes:
-                    fixes[key] = fixed_run(by_id[f"fix {key}"], results[f"fix {key}"])
+            key = builder.fix(answers).key
+            if key not in fixes:
+                fixes[key] = fixed_run(by_id[f"fix {key}"], results[f"fix {key}"])
             job = by_id[f"loop {answers.key}"]
-            loops[answers.key] = loop_run(
-                answers,
-                fixes[keys[0]],
-                fixes.get(keys[-1]) if tempting else None,
-                job,
-                results[job.id],
-            )
+            loops[answers.key] = loop_run(answers, fixes[key], job, results[job.id])
     today = today or datetime.datetime.now(datetime.UTC).date().isoformat()
     environment = Environment(
         env["torch"],

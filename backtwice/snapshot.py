@@ -14,7 +14,7 @@ from typing import Any
 
 from .errors import InputError, OutputError
 
-SCHEMA = 4
+SCHEMA = 5
 RECAPTURE = "run `python build.py` with torch installed to capture it again"
 NEWER = (
     "was written by a newer build of this project (schema {found}; this build reads schema "
@@ -170,10 +170,10 @@ class Step:
 
 @dataclass(frozen=True)
 class FixedRun:
-    """A fixed loop (repro/loop.py fix() or tempting()), run and measured."""
+    """A fixed loop (repro/loop.py fix()), run and measured."""
 
     key: str
-    """Its key: 'fixed-...' or 'tempting-...' (see repro/loop.py)."""
+    """Its key: 'fixed-...' (see repro/loop.py)."""
     source: str
     """Its source, exactly as it ran."""
     raised: Raised | None
@@ -208,8 +208,6 @@ class LoopRun:
     """The steps that completed, as measured."""
     fix: FixedRun
     """The fixed loop and what it did."""
-    tempting: FixedRun | None
-    """A fix people try that runs but trains something else (repro/loop.py tempting()), or None."""
 
 
 @dataclass(frozen=True)

@@ -169,11 +169,6 @@ def fix(answers):
     return Answers("fixed", FIXED_CALLS[answers.calls], reach, retain, variant)
 
 
-def tempting(answers):
-    """Return None: the fixes readers try are variants of their own (DEAD_ENDS)."""
-    return None
-
-
 class _Lines:
     """Source lines with tags, so the builder can say which line does what."""
 
