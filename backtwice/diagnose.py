@@ -64,6 +64,8 @@ _Node = torch.autograd.graph.Node
 _current_node = getattr(torch._C, "_current_autograd_node", None)
 _STOP = set()
 _READER = {}
+_TREES = {}
+LOOPS = (ast.For, ast.AsyncFor, ast.While)
 
 
 def _active():
@@ -248,10 +250,13 @@ def _pair(filename, line, holder):
 
 
 def _parse(filename):
-    try:
-        return ast.parse("".join(linecache.getlines(filename)))
-    except (SyntaxError, ValueError):
-        return ast.Module(body=[])
+    text = "".join(linecache.getlines(filename))
+    if _TREES.get(filename, (None,))[0] != text:
+        try:
+            _TREES[filename] = text, ast.parse(text)
+        except (SyntaxError, ValueError):
+            _TREES[filename] = text, ast.Module(body=[])
+    return _TREES[filename][1]
 
 
 def _assigned(filename, name, before):
@@ -266,6 +271,58 @@ def _assigned(filename, name, before):
     )
     earlier = [line for line in lines if line <= before]
     return (earlier or lines or [None])[-1]
+
+
+def _scope(tree, line):
+    # The innermost function around the line, else the module.
+    found = tree
+    for n in ast.walk(tree):
+        inside = isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+            n.lineno < line <= n.end_lineno
+        )
+        if inside and n.lineno > getattr(found, "lineno", 0):
+            found = n
+    return found
+
+
+def _loops(filename, line):
+    # (first, last) lines of the loops around the line in its own function (or module).
+    scope = _scope(_parse(filename), line)
+    return [
+        (n.lineno, n.end_lineno)
+        for n in ast.walk(scope)
+        if isinstance(n, LOOPS)
+        and n.lineno <= line <= n.end_lineno
+        and _scope(scope, n.lineno) is scope
+    ]
+
+
+def _carried_names(filename, line, whole=False):
+    # What the statement at `line` (whole: each in the loop around it) reads that its pass
+    # writes again there or later: the state one pass hands the next (`h` in
+    # `out, h = rnn(x, h)`), never what each pass makes afresh (`x`).
+    tree, text = _parse(filename), "".join(linecache.getlines(filename))
+    loops = [n for n in ast.walk(tree) if isinstance(n, LOOPS) and n.lineno < line <= n.end_lineno]
+    if whole and not loops:
+        return []
+    block = max(loops, key=lambda n: n.lineno) if loops else _scope(tree, line)
+
+    def names(root, ctx):
+        return [
+            (ast.get_source_segment(text, n), n.lineno)
+            for n in ast.walk(root)
+            if isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, ctx)
+        ]
+
+    writes, found = names(block, ast.Store), []
+    for statement in ast.walk(block):
+        simple = isinstance(statement, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr))
+        if simple and (whole or statement.lineno == line):
+            for name, _ in names(statement, ast.Load):
+                again = any(w == name and at >= statement.lineno for w, at in writes)
+                if again and name != "_" and name not in found:
+                    found.append(name)
+    return found
 
 
 class _InplaceTemplate:
@@ -682,7 +739,7 @@ class _Diagnoser:
             if node is not None:
                 yield node
 
-    def _holder(self, target, frames):
+    def _holder(self, target, frames, prefer=()):
         best, scanned = None, set()
         for order, frame in enumerate(frames):
             scopes = [frame.f_locals]
@@ -704,10 +761,11 @@ class _Diagnoser:
                             _depth(t.grad_fn, target) for t in tensors if t.grad_fn is not None
                         ]
                         depths = [d for d in depths if d is not None]
-                        if depths and (best is None or (min(depths), order) < best[0]):
+                        rank = (shown not in prefer, min(depths or [0]), order)
+                        if depths and (best is None or rank < best[0]):
                             kind = "attr" if attr and kind == "tensor" else kind
                             best = (
-                                (min(depths), order),
+                                rank,
                                 shown,
                                 kind,
                                 frame.f_code.co_filename,
@@ -744,7 +802,13 @@ class _Diagnoser:
                 line = _assigned(filename, holder[0].split(".")[-1], at[-1] if at else 1 << 30)
             first = [n for c, n in self.first.site if c.co_filename == filename]
             clock = 0 if line and first and line < first[-1] else None
-        cause = _cause(call, freeing, clock, roots, leaves)
+        once = (
+            freeing is not None
+            and code is not None
+            and self.lines.get(_key(((code, line),)), 0) < freeing.number
+            and self._one_pass(code, line, frames, freeing, node)
+        )
+        cause = _cause(call, freeing, clock, roots, leaves, once)
         retained = changed is not None or INPLACE in str(exc)
         self.report = None
         report = dict(self.result(), error=str(exc), raised=raised)
@@ -758,6 +822,7 @@ class _Diagnoser:
         if cause is not None:
             sub = None
             if cause == "carried-state":
+                holder = self._carried_holder(node, frames, filename, line) or holder
                 holder = _stored(filename, line) or holder
                 if holder and holder[1] == "tensor":
                     holder = _pair(filename, line, holder) or holder
@@ -767,14 +832,14 @@ class _Diagnoser:
                 new = new and any(
                     not self._search([t.grad_fn], call)[0] for t in _kind(holder[4])[1] if t.grad_fn
                 )
-                sub = _carried(
-                    call, freeing, holder, roots, clock, node, self.step_hook and self.steps, new
-                )
+                steps = self.step_hook and self.steps
+                again = self._ran_again(code, freeing)
+                sub = _carried(call, freeing, holder, roots, clock, node, steps, new, again)
             elif cause == "shared-forward" and freeing.kind == "grad":
                 sub = "grad"
             key = cause + "/" + sub if cause + "/" + str(sub) in CHECKER else cause
             report["checker"] = CHECKER[key]
-            report["fix"] = self._fix(cause, sub, report, freeing, holder, retained)
+            report["fix"] = self._fix(cause, sub, report, freeing, holder, retained, call, node)
             if retained:
                 report["checker"] = report["checker"].replace("retain=none", "retain=retain")
                 report["fix"] = (
@@ -794,6 +859,44 @@ class _Diagnoser:
                 _emit(format_report(report))
             else:
                 self.unprinted = format_report(report)
+
+    def _one_pass(self, code, line, frames, freeing, node):
+        # The node's line ran once, before both calls: are they one pass of what runs it
+        # (micro-batches, heads, critic steps) rather than two training steps? Not if an
+        # optimizer training what lies under the node stepped between them.
+        steps = self.step_hook and self.steps
+        if steps and _trained(node, steps, freeing.number):
+            return False
+        for frame in frames:
+            if frame.f_code is code:  # yes if the line is in a loop (or function) around the raise
+                loops = _loops(code.co_filename, frame.f_lineno)
+                if not loops:
+                    return code.co_name != "<module>"
+                return any(first <= line <= last for first, last in loops)
+        if self._ran_again(code, freeing):  # what runs the line ran again, this line not
+            return True
+        return bool(self.step_hook) and not any(
+            number >= freeing.number for number, _ in self.steps.values()
+        )
+
+    def _ran_again(self, code, freeing):
+        return code is not None and any(
+            key[0][0] == id(code) and number >= freeing.number for key, number in self.lines.items()
+        )
+
+    def _carried_holder(self, node, frames, filename, line):
+        # The carried name, read and written again by each pass, on the forward line or in the
+        # loop that raised; kept on an attribute, it is state like an RNN's all the same.
+        own = _carried_names(filename, line)
+        prefer = set(own)
+        for frame in frames:
+            prefer.update(_carried_names(frame.f_code.co_filename, frame.f_lineno, True))
+        holder = self._holder(node, frames, prefer) if prefer else None
+        if holder and holder[0] in prefer:
+            return (holder[0], "tensor" if holder[1] == "attr" else holder[1]) + holder[2:]
+        if len(own) == 1:  # state no frame reaches, such as a submodule's self.v
+            return own[0], "tensor", filename, 1, None
+        return None
 
     def _lines(self, report, cause, clock, freeing, call, changed):
         when = {0: ", before the loop"}.get(clock, ", in an earlier step")
@@ -839,12 +942,15 @@ class _Diagnoser:
         step = f" (iteration {call.runs})" if runs > 1 else ""
         return f"{call.kind} call {call.number}{step}"
 
-    def _fix(self, cause, sub, report, freeing, holder, retained):
+    def _fix(self, cause, sub, report, freeing, holder, retained, call=None, node=None):
         raised, first = report["raised"], report["freed_by"]
-        if first and first["line"] == raised["line"] and first["callers"] and raised.get("callers"):
-            raised, first = raised["callers"][0], first["callers"][0]
+        callers = first and first["callers"] and raised.get("callers")
+        if callers and first["line"] == raised["line"] and callers[0] != first["callers"][0]:
+            raised, first = raised["callers"][0], first["callers"][0]  # a helper's two callers
+        closure = bool(raised.get("callers")) and "step(" in (raised["callers"][0]["code"] or "")
         raised = _where(raised)
         first = _where(first) if first else "the earlier call"
+        again = raised == first  # one line, run more than once
         built = _where(report["node"]) if report["node"] else "its forward line"
         name = holder[0] if holder else None
         var = f"`{name}`" if name else f"the tensor built at {built}"
@@ -855,6 +961,16 @@ class _Diagnoser:
             else f"tuple(s.detach() for s in {name})"
         )
         if cause == "same-loss-twice":
+            if again and freeing.kind == "backward":
+                where = (
+                    "LBFGS runs the closure several times a step: build the loss inside the closure"
+                    if closure
+                    else "build the loss inside the loop or function that calls backward"
+                )
+                return (
+                    f"The loss built at {built} goes back through the call at {raised} each time it runs;"
+                    f" {where}, so that each call goes back once through a graph of its own."
+                )
             if freeing.kind == "grad":
                 return (
                     f"Pass retain_graph=True to the torch.autograd.grad call at {first}, so the call at {raised}"
@@ -870,7 +986,7 @@ class _Diagnoser:
                 "accumulator": f"{var} still holds the loss the call at {first} went through: start a fresh accumulator (`{name} = 0`) before each pass.",
                 "kept": f"{var} keeps tensors from earlier steps (built at {built}) with their graphs: store `x.detach()` in it, or clear it each step.",
                 "clear": f"{var} keeps tensors (built at {built}) whose graphs an earlier call went through: clear it after each update (`{name}.clear()`).",
-                "attr": f"{var} keeps a tensor from an earlier step (built at {built}) with its graph: detach it on assignment (`{name} = y.detach()`), or reset it each step.",
+                "attr": f"{var} keeps a tensor (built at {built}) whose graph the call at {first} went through: read it as `{name}.detach()` where it is used again, or store it detached (`{name} = y.detach()`) if nothing before that call needs its graph.",
                 "lstm": f"Detach both tensors of {var} after the call at {raised}: `{name} = {pair}`.",
                 "before": f"{var} is built at {built} before the loop from parameters the optimizer trains: compute it inside the loop, in each step before the call at {raised}, so they keep training.",
                 "frozen": f"{var} (built at {built}) goes back to parameters this loop does not train: use `{name}.detach()` (or build it under `with torch.no_grad():`).",
@@ -878,6 +994,17 @@ class _Diagnoser:
             }[sub.replace("-both", "").replace("bank", "kept")]
         if cause == "shared-forward":
             if sub == "grad":
+                both = call is not None and call.kind == "grad"
+                if both and any(ref() is not None for ref in freeing.results):
+                    return (
+                        f"Pass create_graph=True to both torch.autograd.grad calls, at {first} and {raised}, or take"
+                        " both in one call (`torch.autograd.grad(y, [a, b], create_graph=True)`): a loss uses their results."
+                    )
+                if both:
+                    return (
+                        "Take both gradients in one call (`torch.autograd.grad(y, [a, b])`), or pass"
+                        f" retain_graph=True to the call at {first}."
+                    )
                 if any(ref() is not None for ref in freeing.results):
                     return (
                         f"Pass create_graph=True to the torch.autograd.grad call at {first}: the loss at"
@@ -887,6 +1014,24 @@ class _Diagnoser:
                 return (
                     f"Pass retain_graph=True to the torch.autograd.grad call at {first}, which otherwise"
                     f" frees the graph the call at {raised} still needs."
+                )
+            steps = self.step_hook and self.steps
+            if (
+                steps
+                and any(number >= freeing.number for number, _ in steps.values())
+                and not _trained(node, steps, freeing.number)
+            ):
+                between = f"two runs of {raised}" if again else f"the calls at {first} and {raised}"
+                return (
+                    f"An optimizer that does not train the forward pass at {built} stepped between {between}"
+                    " (a GAN's discriminator or critic step): give that step the pass's output detached"
+                    " (fake.detach())."
+                )
+            if again:
+                keep = "" if retained else ", or pass retain_graph=True to every call but the last"
+                return (
+                    f"The call at {raised} runs more than once through the forward pass at {built}, which ran"
+                    f" once: add the losses and call backward once{keep}."
                 )
             keep = "" if retained else ", or pass retain_graph=True to the first call"
             return (
@@ -961,7 +1106,7 @@ def _trained(node, steps, since):
     return False
 
 
-def _carried(call, freeing, holder, roots, clock, node, steps, new):
+def _carried(call, freeing, holder, roots, clock, node, steps, new, again=False):
     if freeing in roots:
         return "total" if call.previous is not None else "accumulator"
     kind = holder[1] if holder else "tensor"
@@ -970,7 +1115,9 @@ def _carried(call, freeing, holder, roots, clock, node, steps, new):
             return "clear"
         return "kept" if kind == "list" else kind
     if kind == "attr":
-        return kind
+        return (
+            "before" if clock == 0 and not again and _trained(node, steps, freeing.number) else kind
+        )
     if kind in ("tuple", "pair"):
         names = "|".join(map(re.escape, holder[0].split(", ")))
         detached = re.compile(r"\b(" + names + r")\b.*=.*detach")
@@ -988,7 +1135,7 @@ def _texts(site):
     return tuple((_source(code.co_filename, line) or "").split("#")[0] for code, line in site)
 
 
-def _cause(call, freeing, clock, roots, leaves):
+def _cause(call, freeing, clock, roots, leaves, once=False):
     if call is None:
         return "saved-read"
     if freeing is None:
@@ -1001,9 +1148,13 @@ def _cause(call, freeing, clock, roots, leaves):
             and tensor.grad_fn.metadata.get(ROOT) not in (None, call)
         ):
             return "same-loss-twice"
-    if call.fresh and (
-        (call.previous is not None and (clock is None or clock < call.previous))
-        or (call.site != freeing.site and _texts(call.site) == _texts(freeing.site))
+    if (
+        call.fresh
+        and not once
+        and (
+            (call.previous is not None and (clock is None or clock < call.previous))
+            or (call.site != freeing.site and _texts(call.site) == _texts(freeing.site))
+        )
     ):
         return "carried-state"
     if freeing.kind == "backward" and freeing in roots and leaves:

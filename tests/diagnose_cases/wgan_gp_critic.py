@@ -4,10 +4,13 @@ Rebuilt from the structure of issue-tracker questions about WGAN-GP training loo
 batch is generated once per generator step, the critic loop scores it `critic_iters` times
 and adds a gradient penalty on interpolates between real and fake; the first critic backward
 also goes back through the generator and frees its graph, and the second fails there. The
-fix: build the critic's inputs from `fake.detach()` (the generator step scores `fake` again).
+critic's steps share the generator's one forward pass (the GAN pattern, not state carried from
+an earlier training step: the generator has not stepped in between). The fix: build the
+critic's inputs from `fake.detach()` (the generator step scores `fake` again).
 """
 
-# expect-cause: carried-state
+# expect-cause: shared-forward
+# expect-not-fix: retain_graph
 # expect-fix: fake
 # expect-fix: detach
 import torch
