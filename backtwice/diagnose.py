@@ -325,6 +325,20 @@ def _carried_names(filename, line, whole=False):
     return found
 
 
+def _bare_detach(filename, name):
+    # The line of a `name.detach()` whose result is thrown away, if there is one.
+    text = "".join(linecache.getlines(filename))
+    for n in ast.walk(_parse(filename)):
+        call = getattr(n, "value", None) if isinstance(n, ast.Expr) else None
+        func = getattr(call, "func", None)
+        if (
+            getattr(func, "attr", None) == "detach"
+            and ast.get_source_segment(text, func.value) == name
+        ):
+            return n.lineno
+    return None
+
+
 class _InplaceTemplate:
     def __init__(self, backward):
         found = {}
@@ -981,6 +995,13 @@ class _Diagnoser:
                 "call would add the same gradients again)."
             )
         if cause == "carried-state":
+            bare = holder and _bare_detach(holder[2], name)
+            if sub == "rnn" and bare:
+                return (
+                    f"`{name}.detach()` at {self._show(holder[2])}:{bare} returns a detached copy and changes"
+                    f" nothing: assign it (`{name} = {name}.detach()`), so the call at {raised} goes back"
+                    " through this step only."
+                )
             return {
                 "total": f"{var} adds each step's graph to the next: add `loss.item()` to it and call backward on this step's loss at {raised}.",
                 "accumulator": f"{var} still holds the loss the call at {first} went through: start a fresh accumulator (`{name} = 0`) before each pass.",

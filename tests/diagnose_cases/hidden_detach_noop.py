@@ -4,6 +4,8 @@
 # expect-fix: hidden
 # expect-fix: detach
 # expect-not-fix: pred
+# expect-fix: changes nothing
+# expect-fix: hidden = hidden.detach()
 import torch
 from torch import nn
 
