@@ -287,6 +287,8 @@ def _scope(tree, line):
 
 def _loops(filename, line):
     # (first, last) lines of the loops around the line in its own function (or module).
+    if not line:
+        return []
     scope = _scope(_parse(filename), line)
     return [
         (n.lineno, n.end_lineno)
@@ -301,6 +303,8 @@ def _carried_names(filename, line, whole=False):
     # What the statement at `line` (whole: each in the loop around it) reads that its pass
     # writes again there or later: the state one pass hands the next (`h` in
     # `out, h = rnn(x, h)`), never what each pass makes afresh (`x`).
+    if not line:
+        return []
     tree, text = _parse(filename), "".join(linecache.getlines(filename))
     loops = [n for n in ast.walk(tree) if isinstance(n, LOOPS) and n.lineno < line <= n.end_lineno]
     if whole and not loops:

@@ -322,6 +322,29 @@ def test_trained_parameters_found_without_scanning_every_object(monkeypatch):
     assert "gc.get_objects" not in result.stderr
 
 
+def test_carried_names_are_what_a_pass_reads_and_writes_again(tmp_path):
+    # Read by hand: h is read and written on its line; mem is read on line 4 and written after
+    # it; x and s are made afresh each pass; self.v is read on line 8 and written after it.
+    source = (
+        "for s in range(3):\n"
+        "    x = f(s)\n"
+        "    out, h = rnn(x, h)\n"
+        "    m = g(h, mem)\n"
+        "    mem = m.mean()\n"
+        "class Cell:\n"
+        "    def forward(self, x):\n"
+        "        spike = fire(self.v)\n"
+        "        self.v = self.v - spike\n"
+    )
+    path = tmp_path / "carried.py"
+    path.write_text(source, encoding="utf-8")
+    found = {line: diagnose._carried_names(str(path), line) for line in range(1, 10)}
+    assert found[2] == [] and found[3] == ["h"] and found[4] == ["mem"] and found[5] == []
+    assert found[8] == ["self.v"]
+    assert diagnose._carried_names(str(path), 4, whole=True) == ["h", "mem"]
+    assert diagnose._loops(str(path), 4) == [(1, 5)] and diagnose._loops(str(path), 8) == []
+
+
 OTHER_PYTHONS = [p for p in os.environ.get("DIAGNOSE_PYTHONS", "").split(os.pathsep) if p] or [
     pytest.param(
         None,
