@@ -119,7 +119,7 @@ class _Call:
     """One backward or autograd.grad call: small facts only, formatted after an error."""
 
     __slots__ = ("number", "kind", "site", "retain_graph", "roots", "results", "previous")
-    __slots__ += ("runs", "fresh", "seq")
+    __slots__ += ("runs", "fresh", "seq", "under")
 
 
 def _roots(call):
@@ -225,6 +225,14 @@ def _stored(filename, line):
             for target in n.targets:
                 if isinstance(target, ast.Attribute):
                     return ast.get_source_segment(text, target), "attr", None, 1, None
+        if isinstance(n, ast.Assign) and {getattr(x, "id", None) for x in ast.walk(value)} & set(
+            made
+        ):
+            for target in n.targets:
+                if isinstance(
+                    target, ast.Subscript
+                ):  # bank[key] = y: a dict or list kept across steps
+                    return ast.get_source_segment(text, target.value), "bank", None, 1, None
         func = getattr(n, "func", None)
         if isinstance(func, ast.Attribute) and func.attr in (
             "append",
@@ -318,15 +326,39 @@ def _carried_names(filename, line, whole=False):
             if isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, ctx)
         ]
 
+    simple = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr)
+    statements = [n for n in ast.walk(block) if isinstance(n, simple)]
     writes, found = names(block, ast.Store), []
-    for statement in ast.walk(block):
-        simple = isinstance(statement, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr))
-        if simple and (whole or statement.lineno == line):
+    for statement in statements:
+        if whole or statement.lineno == line:
+            # Made afresh earlier in the pass (`loss = f(x)` before `loss = loss + g`): not carried.
+            fresh = {
+                name
+                for other in statements
+                if other.lineno < statement.lineno and not isinstance(other, ast.AugAssign)
+                for name, _ in names(other, ast.Store)
+                if name not in [read for read, _ in names(other, ast.Load)]
+            }
             for name, _ in names(statement, ast.Load):
                 again = any(w == name and at >= statement.lineno for w, at in writes)
-                if again and name != "_" and name not in found:
+                if again and name not in fresh and name != "_" and name not in found:
                     found.append(name)
     return found
+
+
+def _accumulates(filename, name):
+    # Whether some line adds to `name` (name += x, name = name + x) rather than replacing it.
+    text = "".join(linecache.getlines(filename))
+    for n in ast.walk(_parse(filename)):
+        if isinstance(n, ast.AugAssign) and ast.get_source_segment(text, n.target) == name:
+            return True
+        if isinstance(n, ast.Assign) and any(
+            ast.get_source_segment(text, t) == name for t in n.targets
+        ):
+            reads = [ast.get_source_segment(text, r) for r in ast.walk(n.value)]
+            if name in reads:
+                return True
+    return False
 
 
 def _bare_detach(filename, name):
@@ -536,11 +568,12 @@ class _Diagnoser:
         call.fresh, self.pack_key = self.pack_key is not None, None
         self.by_site[key] = (call.number, call.runs)
         self.first = self.first or call
-        call.seq = -1
+        call.seq, call.under = -1, set()
         for tensor in tensors:
             if tensor.grad_fn is not None:
                 tensor.grad_fn.metadata.setdefault(ROOT, call)
                 call.seq = max(call.seq, _sequence(tensor.grad_fn))
+                call.under.update(_sequence(child) for child in _children(tensor.grad_fn))
         return call
 
     def _done(self, call, result):
@@ -676,7 +709,8 @@ class _Diagnoser:
         )
 
     def _search(self, stack, call):
-        seen, found, roots, leaves = {}, [], set(), False
+        # leaves: 2 if a leaf was reached, 1 if only nodes this call went through, else 0
+        seen, found, roots, leaves = {}, [], set(), 0
         self.scan = []
         try:
             while stack and len(seen) < SEARCH_LIMIT:
@@ -685,7 +719,7 @@ class _Diagnoser:
                     continue
                 seen[id(node)] = node
                 if hasattr(node, "variable"):
-                    leaves = True
+                    leaves = 2
                     continue
                 meta = getattr(node, "metadata", None)
                 if not isinstance(meta, dict):
@@ -705,7 +739,7 @@ class _Diagnoser:
                 if mark is not None and mark[0] is not call:
                     found.append((node, mark))
                     continue
-                leaves = leaves or mark is not None
+                leaves = leaves or int(mark is not None)
                 stack.extend(_children(node))
         finally:
             self.scan = None
@@ -801,7 +835,7 @@ class _Diagnoser:
         if self.stepped and self.stepped[1] >= kept.number and self.stepped[0]:
             changed = self._place(self.stepped[0])
         self._finish(
-            exc, self._place(call.site, call.number), call, found, set(), True, frames, changed
+            exc, self._place(call.site, call.number), call, found, set(), 2, frames, changed
         )
 
     def _finish(self, exc, raised, call, found, roots, leaves, frames, changed=None):
@@ -812,6 +846,12 @@ class _Diagnoser:
         filename = code.co_filename if code else None
         if clock == 0 and self.lines.get(_key(((code, line),))):
             clock = -1
+        for frame in frames if clock == 0 else ():
+            if frame.f_code is code:  # built in the loop that raised: an earlier pass of it
+                loops = _loops(code.co_filename, frame.f_lineno)
+                first, last = max(loops, default=(0, 0))
+                clock = -1 if first <= line <= last else clock
+                break
         if node is not None and filename is None:
             filename, line = _scalar_line(node)
             if filename is None and holder:
@@ -826,7 +866,10 @@ class _Diagnoser:
             and self.lines.get(_key(((code, line),)), 0) < freeing.number
             and self._one_pass(code, line, frames, freeing, node)
         )
-        cause = _cause(call, freeing, clock, roots, leaves, once)
+        direct = (
+            node is not None and freeing is not None and _sequence(node) in freeing.under - {-1}
+        )
+        cause = _cause(call, freeing, clock, roots, leaves, once, direct)
         retained = changed is not None or INPLACE in str(exc)
         self.report = None
         report = dict(self.result(), error=str(exc), raised=raised)
@@ -983,10 +1026,12 @@ class _Diagnoser:
                 where = (
                     "LBFGS runs the closure several times a step: build the loss inside the closure"
                     if closure
-                    else "build the loss inside the loop or function that calls backward"
+                    else "call backward on it once, before that loop (stepping each optimizer in the loop),"
+                    " or build the loss inside the loop"
                 )
+                runs = "it runs" if closure else "the loop around it runs"
                 return (
-                    f"The loss built at {built} goes back through the call at {raised} each time it runs;"
+                    f"The loss built at {built} goes back through the call at {raised} each time {runs};"
                     f" {where}, so that each call goes back once through a graph of its own."
                 )
             if freeing.kind == "grad":
@@ -1008,12 +1053,13 @@ class _Diagnoser:
                 )
             return {
                 "total": f"{var} adds each step's graph to the next: add `loss.item()` to it and call backward on this step's loss at {raised}.",
+                "loss": f"{var} keeps the loss of an earlier step (built at {built}) with its graph: keep `loss.item()` (or `loss.detach()`) in it instead, so the call at {raised} goes back through this step only.",
                 "accumulator": f"{var} still holds the loss the call at {first} went through: start a fresh accumulator (`{name} = 0`) before each pass.",
                 "kept": f"{var} keeps tensors from earlier steps (built at {built}) with their graphs: store `x.detach()` in it, or clear it each step.",
                 "clear": f"{var} keeps tensors (built at {built}) whose graphs an earlier call went through: clear it after each update (`{name}.clear()`).",
-                "attr": f"{var} keeps a tensor (built at {built}) whose graph the call at {first} went through: read it as `{name}.detach()` where it is used again, or store it detached (`{name} = y.detach()`) if nothing before that call needs its graph.",
+                "attr": f"{var} keeps a tensor (built at {built}) whose graph the call at {first} went through: read it as `{name}.detach()` where it is used again, or store a detached copy in it if nothing before that call needs its graph.",
                 "lstm": f"Detach both tensors of {var} after the call at {raised}: `{name} = {pair}`.",
-                "before": f"{var} is built at {built} before the loop from parameters the optimizer trains: compute it inside the loop, in each step before the call at {raised}, so they keep training.",
+                "before": f"{var} is built at {built} before the loop from parameters the optimizer trains: compute it inside the loop, in each step before the call at {raised}, so they keep training (or, if it is a target they must not learn from, build it under `with torch.no_grad():`).",
                 "frozen": f"{var} (built at {built}) goes back to parameters this loop does not train: use `{name}.detach()` (or build it under `with torch.no_grad():`).",
                 "rnn": f"Detach {var} (built at {built}) after each step: `{name} = {name}.detach()`, so the call at {raised} goes back through this step only.",
             }[sub.replace("-both", "").replace("bank", "kept")]
@@ -1104,11 +1150,11 @@ def _kind(value):
         return "tensor", [value]
     if isinstance(value, tuple):
         return "tuple", [t for t in value if isinstance(t, torch.Tensor)]
-    if isinstance(value, (list, collections.deque)):
-        items = [t for v in value for t in (v if isinstance(v, tuple) else (v,))]
-        return ("list" if isinstance(value, list) else "bank"), [
-            t for t in items if isinstance(t, torch.Tensor)
-        ]
+    if isinstance(value, (list, collections.deque, dict)):
+        kind = "list" if isinstance(value, list) else "bank"
+        values = value.values() if isinstance(value, dict) else value
+        items = [t for v in values for t in (v if isinstance(v, tuple) else (v,))]
+        return kind, [t for t in items if isinstance(t, torch.Tensor)]
     return None, []
 
 
@@ -1133,7 +1179,9 @@ def _trained(node, steps, since):
 
 def _carried(call, freeing, holder, roots, clock, node, steps, new, again=False):
     if freeing in roots:
-        return "total" if call.previous is not None else "accumulator"
+        if call.previous is None:
+            return "accumulator"
+        return "total" if not holder or _accumulates(holder[2], holder[0]) else "loss"
     kind = holder[1] if holder else "tensor"
     if kind in ("list", "bank"):
         if new:
@@ -1160,7 +1208,7 @@ def _texts(site):
     return tuple((_source(code.co_filename, line) or "").split("#")[0] for code, line in site)
 
 
-def _cause(call, freeing, clock, roots, leaves, once=False):
+def _cause(call, freeing, clock, roots, leaves, once=False, direct=False):
     if call is None:
         return "saved-read"
     if freeing is None:
@@ -1173,6 +1221,8 @@ def _cause(call, freeing, clock, roots, leaves, once=False):
             and tensor.grad_fn.metadata.get(ROOT) not in (None, call)
         ):
             return "same-loss-twice"
+    if direct and leaves < 2 and freeing.kind == "backward" == call.kind:
+        return "same-loss-twice"  # a new root over the old loss alone, such as scaler.scale(loss)
     if (
         call.fresh
         and not once

@@ -39,7 +39,7 @@ def test_recorded_report_fits_the_markers(version, name):
     (found,) = [s for _, s in KEPT if s.environment.torch == version]
     run = found.cases[name]
     if beyond(name, version):
-        pytest.skip("torch 2.0 cannot date this case's nodes, or hides them (diagnose_markers)")
+        pytest.skip("torch 2.0 cannot run this case, date its nodes or see them (diagnose_markers)")
     ended = expected(name)[1].get("ended")
     if name in RAISING:
         assert run.ended == "RuntimeError", run.ended
