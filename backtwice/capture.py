@@ -35,8 +35,6 @@ from .snapshot import (
 )
 
 HARNESS = Path(__file__).with_name("harness.py")
-HUGE_PAGES = "glibc.malloc.hugetlb=1"
-UNSET_TUNABLES = "--unset-glibc-tunables"  # harness.UNSET_TUNABLES
 STARTUP_TIMEOUT = 180.0  # importing torch on a cold disk can take a while
 
 
@@ -124,14 +122,10 @@ class Child:
             "jobs": [{"id": job.id, "file": job.file, "source": job.source} for job in jobs],
         }
         read, write = os.pipe()
-        command, env = [python, str(HARNESS), str(write)], None
-        if "GLIBC_TUNABLES" not in os.environ:  # huge pages make each fork cheap
-            env = {**os.environ, "GLIBC_TUNABLES": HUGE_PAGES}
-            command.append(UNSET_TUNABLES)  # the harness removes it before any scenario runs
+        command = [python, str(HARNESS), str(write)]
         try:
             self.proc = subprocess.Popen(
                 command,
-                env=env,
                 stdin=subprocess.PIPE,
                 stdout=self.stderr,
                 stderr=self.stderr,

@@ -307,70 +307,71 @@ def _loops(filename, line):
     ]
 
 
+def _dotted(n):
+    # `self.v` for an attribute chain on a name, `h` for a name, else None.
+    if isinstance(n, ast.Attribute):
+        base = _dotted(n.value)
+        return base and base + "." + n.attr
+    return n.id if isinstance(n, ast.Name) else None
+
+
+def _names(root, ctx):
+    return [
+        (_dotted(n), n.lineno)
+        for n in ast.walk(root)
+        if isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, ctx)
+    ]
+
+
 def _carried_names(filename, line, whole=False):
     # What the statement at `line` (whole: each in the loop around it) reads that its pass
     # writes again there or later: the state one pass hands the next (`h` in
-    # `out, h = rnn(x, h)`), never what each pass makes afresh (`x`).
+    # `out, h = rnn(x, h)`), never what each pass makes afresh (`x`, or `loss = f(x)` before
+    # `loss = loss + g`).
     if not line:
         return []
-    tree, text = _parse(filename), "".join(linecache.getlines(filename))
+    tree = _parse(filename)
     loops = [n for n in ast.walk(tree) if isinstance(n, LOOPS) and n.lineno < line <= n.end_lineno]
     if whole and not loops:
         return []
     block = max(loops, key=lambda n: n.lineno) if loops else _scope(tree, line)
-
-    def names(root, ctx):
-        return [
-            (ast.get_source_segment(text, n), n.lineno)
-            for n in ast.walk(root)
-            if isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, ctx)
-        ]
-
+    last = {}
+    for name, at in _names(block, ast.Store):
+        last[name] = max(at, last.get(name, 0))
     simple = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr)
-    statements = [n for n in ast.walk(block) if isinstance(n, simple)]
-    writes, found = names(block, ast.Store), []
+    statements = sorted(
+        (n for n in ast.walk(block) if isinstance(n, simple)), key=lambda n: n.lineno
+    )
+    found, fresh = [], set()
     for statement in statements:
+        reads = [name for name, _ in _names(statement, ast.Load)]
         if whole or statement.lineno == line:
-            # Made afresh earlier in the pass (`loss = f(x)` before `loss = loss + g`): not carried.
-            fresh = {
-                name
-                for other in statements
-                if other.lineno < statement.lineno and not isinstance(other, ast.AugAssign)
-                for name, _ in names(other, ast.Store)
-                if name not in [read for read, _ in names(other, ast.Load)]
-            }
-            for name, _ in names(statement, ast.Load):
-                again = any(w == name and at >= statement.lineno for w, at in writes)
-                if again and name not in fresh and name != "_" and name not in found:
+            for name in reads:
+                carried = name and last.get(name, 0) >= statement.lineno and name != "_"
+                if carried and name not in fresh and name not in found:
                     found.append(name)
+        if not isinstance(statement, ast.AugAssign):
+            fresh.update(name for name, _ in _names(statement, ast.Store) if name not in reads)
     return found
 
 
 def _accumulates(filename, name):
     # Whether some line adds to `name` (name += x, name = name + x) rather than replacing it.
-    text = "".join(linecache.getlines(filename))
     for n in ast.walk(_parse(filename)):
-        if isinstance(n, ast.AugAssign) and ast.get_source_segment(text, n.target) == name:
+        if isinstance(n, ast.AugAssign) and _dotted(n.target) == name:
             return True
-        if isinstance(n, ast.Assign) and any(
-            ast.get_source_segment(text, t) == name for t in n.targets
-        ):
-            reads = [ast.get_source_segment(text, r) for r in ast.walk(n.value)]
-            if name in reads:
-                return True
+        targets = [_dotted(t) for t in n.targets] if isinstance(n, ast.Assign) else []
+        if name in targets and name in (_dotted(r) for r in ast.walk(n.value)):
+            return True
     return False
 
 
 def _bare_detach(filename, name):
     # The line of a `name.detach()` whose result is thrown away, if there is one.
-    text = "".join(linecache.getlines(filename))
     for n in ast.walk(_parse(filename)):
         call = getattr(n, "value", None) if isinstance(n, ast.Expr) else None
         func = getattr(call, "func", None)
-        if (
-            getattr(func, "attr", None) == "detach"
-            and ast.get_source_segment(text, func.value) == name
-        ):
+        if getattr(func, "attr", None) == "detach" and _dotted(func.value) == name:
             return n.lineno
     return None
 

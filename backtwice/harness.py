@@ -2,7 +2,7 @@
 
 This file is run as a script, possibly by another Python that holds another torch, so it uses
 only the standard library and torch, and stays compatible with Python 3.8. It is started as
-`python harness.py CHANNEL_FD [--unset-glibc-tunables]` and reads one JSON request on stdin:
+`python harness.py CHANNEL_FD` and reads one JSON request on stdin:
 
     {"repro": DIR, "modules": {NAME: {"file": ..., "source": ...}},
      "jobs": [{"id": ..., "file": ..., "source": ...}, ...]}
@@ -289,10 +289,6 @@ def install_module(name, filename, source):
 
 
 LOOP_JOBS = ("loop ", "fix ")
-# The build sets GLIBC_TUNABLES=glibc.malloc.hugetlb=1 for this process, when the caller had
-# no GLIBC_TUNABLES, and says so with this argument: malloc then backs the heap with huge
-# pages, so each fork copies a few hundred page table entries instead of tens of thousands.
-UNSET_TUNABLES = "--unset-glibc-tunables"
 
 
 def graph_depth(root):
@@ -1023,8 +1019,6 @@ def main():
     die_with_parent(signal.SIGTERM)  # the build died: clean up as for SIGTERM
     prctl(PR_SET_CHILD_SUBREAPER, 1)
     channel_fd = int(sys.argv[1])
-    if UNSET_TUNABLES in sys.argv[2:]:
-        del os.environ["GLIBC_TUNABLES"]  # set for this process's malloc, not the scenarios'
 
     request = json.loads(sys.stdin.read())
     devnull = os.open(os.devnull, os.O_RDONLY)
