@@ -37,6 +37,17 @@ import traceback
 import warnings
 
 SEED = 0
+# The kernels every x86-64 processor runs alike, so that any machine captures the same bytes:
+# left to choose, torch's own kernels (ATen), MKL's matrix products and oneDNN's RNNs each pick
+# the widest vector unit there is, and AVX-512 and AVX2 round differently in the last digit of
+# a gradient's norm. MKL's "compatible" path gives the same results on Intel and AMD alike.
+# They are read when each library first runs, so they are set before torch is imported; a
+# scenario sees them in os.environ. Other architectures ignore them.
+PINNED_KERNELS = {
+    "ATEN_CPU_CAPABILITY": "default",
+    "MKL_CBWR": "COMPATIBLE",
+    "ONEDNN_MAX_CPU_ISA": "SSE41",
+}
 DIAGNOSER = "backtwice_diagnose"  # the module name the request's diagnoser is installed as
 ANOMALY_NODE = re.compile(r"Error detected in (\w+)\.")
 # What one job may print: the page shows every printed line, so past this it is a mistake.
@@ -1038,6 +1049,7 @@ def main():
     # garbage; the cyclic collector, run again and again over all of them, would take a third
     # of the import. It is switched back on, as every interpreter has it, before any job runs.
     gc.disable()
+    os.environ.update(PINNED_KERNELS)
     import torch
 
     torch.set_num_threads(1)  # before any op: no intra-op pool to break in the forks

@@ -451,3 +451,46 @@ def test_the_server_never_asks_torch_for_a_device(tmp_path, monkeypatch):
     assert callers, "nothing asked torch.cuda.is_available(): the test saw nothing"
     assert server not in callers
     assert captured.environment.device == "cpu"
+
+
+NUMERICS = """\
+import torch
+
+model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.Tanh(), torch.nn.Linear(256, 8))
+rnn = torch.nn.RNN(8, 32, batch_first=True)
+opt = torch.optim.SGD([*model.parameters(), *rnn.parameters()], lr=0.1)
+for step in range(3):
+    x = torch.randn(16, 10, 64)
+    out, h = rnn(model(x))
+    loss = out.pow(2).mean() + h.exp().mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+for name, p in [*model.named_parameters(), *rnn.named_parameters()]:
+    print(name, repr(p.grad.norm().item()), repr(p.detach().sum().item()))
+"""
+
+
+def test_any_x86_machine_captures_the_same_numbers(tmp_path, monkeypatch):
+    # As if on a machine whose widest vector unit is AVX2, then on this one (AVX-512 on these
+    # machines). Without the harness's pinned kernels the two differ in the last digits here
+    # (torch's kernels, MKL's products and oneDNN's RNN each pick their own), and a snapshot
+    # captured on one machine fails `--check` on another.
+    printed = []
+    for limits in (
+        {
+            "ATEN_CPU_CAPABILITY": "avx2",
+            "ONEDNN_MAX_CPU_ISA": "AVX2",
+            "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+        },
+        {},
+    ):
+        for name in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS"):
+            monkeypatch.delenv(name, raising=False)
+        for name, value in limits.items():
+            monkeypatch.setenv(name, value)
+        repro = write_repro(tmp_path / str(len(printed)), {"kernels": ("runs", NUMERICS, 60)})
+        captured = capture(repro, say=lambda _: None, today="2026-01-01")
+        printed.append([o.text for o in captured.scenarios["kernels"].outputs])
+    assert len(printed[0]) == 8
+    assert printed[0] == printed[1]
