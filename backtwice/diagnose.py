@@ -861,16 +861,29 @@ class _Diagnoser:
                 line = _assigned(filename, holder[0].split(".")[-1], at[-1] if at else 1 << 30)
             first = [n for c, n in self.first.site if c.co_filename == filename]
             clock = 0 if line and first and line < first[-1] else None
+        steps = self.step_hook and self.steps
+        # Whether an optimizer that stepped since the freeing call trains what lies under the
+        # node: one walk of the graph, read by the cause and the fix.
+        trained = node is not None and freeing is not None and _trained(node, steps, freeing.number)
         once = (
             freeing is not None
             and code is not None
             and self.lines.get(_key(((code, line),)), 0) < freeing.number
-            and self._one_pass(code, line, frames, freeing, node)
+            and self._one_pass(code, line, frames, freeing, trained)
         )
         direct = (
             node is not None and freeing is not None and _sequence(node) in freeing.under - {-1}
         )
-        cause = _cause(call, freeing, clock, roots, leaves, once, direct)
+        # The node's line ran again after the freeing call (a new forward pass, here a warm-up's
+        # graph carried into the loop through a helper's two callers) but the node is older.
+        rebuilt = (
+            freeing is not None
+            and code is not None
+            and clock is not None
+            and clock < freeing.number
+            and self.lines.get(_key(((code, line),)), 0) >= freeing.number
+        )
+        cause = _cause(call, freeing, clock, roots, leaves, once, direct, rebuilt)
         retained = changed is not None or INPLACE in str(exc)
         self.report = None
         report = dict(self.result(), error=str(exc), raised=raised)
@@ -894,14 +907,13 @@ class _Diagnoser:
                 new = new and any(
                     not self._search([t.grad_fn], call)[0] for t in _kind(holder[4])[1] if t.grad_fn
                 )
-                steps = self.step_hook and self.steps
                 again = self._ran_again(code, freeing)
-                sub = _carried(call, freeing, holder, roots, clock, node, steps, new, again)
+                sub = _carried(call, freeing, holder, roots, clock, trained, new, again)
             elif cause == "shared-forward" and freeing.kind == "grad":
                 sub = "grad"
             key = cause + "/" + sub if cause + "/" + str(sub) in CHECKER else cause
             report["checker"] = CHECKER[key]
-            report["fix"] = self._fix(cause, sub, report, freeing, holder, retained, call, node)
+            report["fix"] = self._fix(cause, sub, report, freeing, holder, retained, call, trained)
             if retained:
                 report["checker"] = report["checker"].replace("retain=none", "retain=retain")
                 report["fix"] = (
@@ -922,12 +934,11 @@ class _Diagnoser:
             else:
                 self.unprinted = format_report(report)
 
-    def _one_pass(self, code, line, frames, freeing, node):
+    def _one_pass(self, code, line, frames, freeing, trained):
         # The node's line ran once, before both calls: are they one pass of what runs it
         # (micro-batches, heads, critic steps) rather than two training steps? Not if an
         # optimizer training what lies under the node stepped between them.
-        steps = self.step_hook and self.steps
-        if steps and _trained(node, steps, freeing.number):
+        if self.step_hook and self.steps and trained:
             return False
         for frame in frames:
             if frame.f_code is code:  # yes if the line is in a loop (or function) around the raise
@@ -937,9 +948,11 @@ class _Diagnoser:
                 return any(first <= line <= last for first, last in loops)
         if self._ran_again(code, freeing):  # what runs the line ran again, this line not
             return True
-        return bool(self.step_hook) and not any(
-            number >= freeing.number for number, _ in self.steps.values()
-        )
+        return bool(self.step_hook) and not self._stepped_since(freeing.number)
+
+    def _stepped_since(self, number):
+        # Whether an optimizer stepped after call `number`, as the step hook saw it.
+        return any(step >= number for step, _ in self.steps.values())
 
     def _ran_again(self, code, freeing):
         return code is not None and any(
@@ -1004,7 +1017,7 @@ class _Diagnoser:
         step = f" (iteration {call.runs})" if runs > 1 else ""
         return f"{call.kind} call {call.number}{step}"
 
-    def _fix(self, cause, sub, report, freeing, holder, retained, call=None, node=None):
+    def _fix(self, cause, sub, report, freeing, holder, retained, call=None, trained=False):
         raised, first = report["raised"], report["freed_by"]
         callers = first and first["callers"] and raised.get("callers")
         if callers and first["line"] == raised["line"] and callers[0] != first["callers"][0]:
@@ -1087,12 +1100,7 @@ class _Diagnoser:
                     f"Pass retain_graph=True to the torch.autograd.grad call at {first}, which otherwise"
                     f" frees the graph the call at {raised} still needs."
                 )
-            steps = self.step_hook and self.steps
-            if (
-                steps
-                and any(number >= freeing.number for number, _ in steps.values())
-                and not _trained(node, steps, freeing.number)
-            ):
+            if self.step_hook and self._stepped_since(freeing.number) and not trained:
                 between = f"two runs of {raised}" if again else f"the calls at {first} and {raised}"
                 return (
                     f"An optimizer that does not train the forward pass at {built} stepped between {between}"
@@ -1178,7 +1186,7 @@ def _trained(node, steps, since):
     return False
 
 
-def _carried(call, freeing, holder, roots, clock, node, steps, new, again=False):
+def _carried(call, freeing, holder, roots, clock, trained, new, again=False):
     if freeing in roots:
         if call.previous is None:
             return "accumulator"
@@ -1189,9 +1197,7 @@ def _carried(call, freeing, holder, roots, clock, node, steps, new, again=False)
             return "clear"
         return "kept" if kind == "list" else kind
     if kind == "attr":
-        return (
-            "before" if clock == 0 and not again and _trained(node, steps, freeing.number) else kind
-        )
+        return "before" if clock == 0 and not again and trained else kind
     if kind in ("tuple", "pair"):
         names = "|".join(map(re.escape, holder[0].split(", ")))
         detached = re.compile(r"\b(" + names + r")\b.*=.*detach")
@@ -1201,7 +1207,7 @@ def _carried(call, freeing, holder, roots, clock, node, steps, new, again=False)
             else "lstm-both"
         )
     if clock == 0:
-        return "before" if _trained(node, steps, freeing.number) else "frozen"
+        return "before" if trained else "frozen"
     return "rnn"
 
 
@@ -1209,7 +1215,7 @@ def _texts(site):
     return tuple((_source(code.co_filename, line) or "").split("#")[0] for code, line in site)
 
 
-def _cause(call, freeing, clock, roots, leaves, once=False, direct=False):
+def _cause(call, freeing, clock, roots, leaves, once=False, direct=False, rebuilt=False):
     if call is None:
         return "saved-read"
     if freeing is None:
@@ -1230,6 +1236,7 @@ def _cause(call, freeing, clock, roots, leaves, once=False, direct=False):
         and (
             (call.previous is not None and (clock is None or clock < call.previous))
             or (call.site != freeing.site and _texts(call.site) == _texts(freeing.site))
+            or rebuilt
         )
     ):
         return "carried-state"
