@@ -56,6 +56,7 @@ CHECKER = {
     **{"carried-state/" + k: LATER.format(k) for k in ("rnn", "lstm", "lstm-both", "before")},
     **{"carried-state/" + k: LATER.format(k) for k in ("frozen", "total", "kept", "bank")},
     "carried-state/attr": LATER.format("bank"),
+    "carried-state/slices": LATER.format("bank"),
     "carried-state/clear": LATER.format("kept"),
 }
 
@@ -157,6 +158,18 @@ def _depth(start, target, limit=3000):
     return None
 
 
+def _within_reader(frame):
+    # Whether the reader's code made this call, rather than torch's own during the outer one:
+    # the first frame up the stack that is the reader's comes before the outer call's wrapper.
+    while frame is not None:
+        if _is_reader(frame.f_code):
+            return True
+        if frame.f_code.co_name == "wrapper" and frame.f_globals.get("__name__") == __name__:
+            return False
+        frame = frame.f_back
+    return False
+
+
 def _dead(node):
     for name in dir(node):
         if name.startswith("_saved_"):
@@ -229,10 +242,13 @@ def _stored(filename, line):
             made
         ):
             for target in n.targets:
-                if isinstance(
-                    target, ast.Subscript
-                ):  # bank[key] = y: a dict or list kept across steps
-                    return ast.get_source_segment(text, target.value), "bank", None, 1, None
+                if not isinstance(target, ast.Subscript):
+                    continue
+                name = ast.get_source_segment(text, target.value)
+                index = target.slice.elts if isinstance(target.slice, ast.Tuple) else [target.slice]
+                if any(isinstance(i, ast.Slice) for i in index):  # cache[:, t] = y: a tensor
+                    return name, "slices", filename, n.lineno, None  # written in place
+                return name, "bank", None, 1, None  # bank[key] = y: a dict or list
         func = getattr(n, "func", None)
         if isinstance(func, ast.Attribute) and func.attr in (
             "append",
@@ -528,7 +544,13 @@ class _Diagnoser:
         @functools.wraps(original)
         def wrapper(*args, **kwargs):
             call = None
-            if self.current is None and not getattr(self.local, "aside", 1) and _active() is self:
+            # A call made during another is the reader's only from the reader's own code (a
+            # tensor hook); torch's own (a reentrant checkpoint's) belong to the outer call.
+            if (
+                (self.current is None or _within_reader(sys._getframe(1)))
+                and not getattr(self.local, "aside", 1)
+                and _active() is self
+            ):
                 call = self._start(kind, args, kwargs, at, sys._getframe(1))
             outer, self.current = self.current, call or self.current
             try:
@@ -909,6 +931,8 @@ class _Diagnoser:
                 )
                 again = self._ran_again(code, freeing)
                 sub = _carried(call, freeing, holder, roots, clock, trained, new, again)
+                if sub == "slices":  # torch stops at the earlier step's in-place write
+                    report["node"] = dict(self._at(filename, holder[3], None), name="CopySlices")
             elif cause == "shared-forward" and freeing.kind == "grad":
                 sub = "grad"
             key = cause + "/" + sub if cause + "/" + str(sub) in CHECKER else cause
@@ -1059,6 +1083,7 @@ class _Diagnoser:
             )
         if cause == "carried-state":
             bare = holder and _bare_detach(holder[2], name)
+            written = sub == "slices" and f"{self._show(holder[2])}:{holder[3]}"
             if sub == "rnn" and bare:
                 return (
                     f"`{name}.detach()` at {self._show(holder[2])}:{bare} returns a detached copy and changes"
@@ -1075,6 +1100,7 @@ class _Diagnoser:
                 "lstm": f"Detach both tensors of {var} after the call at {raised}: `{name} = {pair}`.",
                 "before": f"{var} is built at {built} before the loop from parameters the optimizer trains: compute it inside the loop, in each step before the call at {raised}, so they keep training (or, if it is a target they must not learn from, build it under `with torch.no_grad():`).",
                 "frozen": f"{var} (built at {built}) goes back to parameters this loop does not train: use `{name}.detach()` (or build it under `with torch.no_grad():`).",
+                "slices": f"{var} is written in place at {written} and kept across steps, so this step's graph runs back through the earlier steps' writes: start each step from a detached copy (`{name} = {name}.detach()`, before the writes) or a fresh tensor (`torch.zeros_like({name})`).",
                 "rnn": f"Detach {var} (built at {built}) after each step: `{name} = {name}.detach()`, so the call at {raised} goes back through this step only.",
             }[sub.replace("-both", "").replace("bank", "kept")]
         if cause == "shared-forward":
@@ -1099,6 +1125,13 @@ class _Diagnoser:
                 return (
                     f"Pass retain_graph=True to the torch.autograd.grad call at {first}, which otherwise"
                     f" frees the graph the call at {raised} still needs."
+                )
+            if call is not None and freeing.number > call.number:  # run from a hook inside it
+                return (
+                    f"The call at {first} runs inside the call at {raised}, from a hook, and frees the graph"
+                    f" that call is still going back through: pass retain_graph=True to the call at {first},"
+                    " or take the hook's gradient with torch.autograd.grad and call backward once on the sum"
+                    " of both losses."
                 )
             if self.step_hook and self._stepped_since(freeing.number) and not trained:
                 between = f"two runs of {raised}" if again else f"the calls at {first} and {raised}"
@@ -1192,6 +1225,8 @@ def _carried(call, freeing, holder, roots, clock, trained, new, again=False):
             return "accumulator"
         return "total" if not holder or _accumulates(holder[2], holder[0]) else "loss"
     kind = holder[1] if holder else "tensor"
+    if kind == "slices":
+        return kind
     if kind in ("list", "bank"):
         if new:
             return "clear"
