@@ -507,8 +507,10 @@ class _Diagnoser:
     def _pack(self, tensor):
         # Runs for every saved tensor: one op's tensors (an RNN's) share one (code, line, clock).
         frame = sys._getframe(1)
-        if frame.f_lasti != self.pack_at or id(frame) != self.pack_key:
-            self.pack_key, self.pack_at = id(frame), frame.f_lasti
+        # The frame itself, not its id: a library frame that returned (one Linear's forward)
+        # leaves its address to the next (the next Linear's), at the same offset.
+        if frame.f_lasti != self.pack_at or frame is not self.pack_key:
+            self.pack_key, self.pack_at = frame, frame.f_lasti
             while frame is not None and not _is_reader(frame.f_code):
                 frame = frame.f_back
             where = (frame.f_code, frame.f_lineno) if frame is not None else (None, None)
