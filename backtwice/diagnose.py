@@ -191,11 +191,25 @@ OPS = {
 }
 
 
-def _scalar_line(node):
+def _constant(side):
+    # 0.5, or -0.5 (a unary minus on a number, as Python parses it)
+    if isinstance(side, ast.UnaryOp) and isinstance(side.op, (ast.USub, ast.UAdd)):
+        side = side.operand
+    return isinstance(side, ast.Constant) and isinstance(side.value, (int, float))
+
+
+def _scalar_site(node, limit=64):
+    """Where a node that saved only a Python number (`-0.5 * t`) ran: the mark of the nearest
+    node below it that saved a tensor, and the first such operation in that mark's function at
+    or after its line. None when no node below is marked or no such operation is found."""
     op = OPS.get(re.sub(r"Backward\d*$", "", node.name()))
-    for child in _children(node):
-        mark = child.metadata.get(FREED) if op and isinstance(child, _Node) else None
-        if mark and mark[1] is not None:
+    level, seen = _children(node), set()
+    while op and level and len(seen) < limit:
+        for child in level:
+            seen.add(id(child))
+            mark = child.metadata.get(FREED) if isinstance(child, _Node) else None
+            if not mark or mark[1] is None:
+                continue
             code, start = mark[1], mark[2]
             tree = _parse(code.co_filename)
             scopes = [
@@ -210,15 +224,12 @@ def _scalar_line(node):
                 if isinstance(n, ast.BinOp)
                 and isinstance(n.op, op)
                 and start <= n.lineno <= end
-                and any(
-                    isinstance(getattr(side, "value", None), (int, float))
-                    and isinstance(side, ast.Constant)
-                    for side in (n.left, n.right)
-                )
+                and (_constant(n.left) or _constant(n.right))
             ]
             if found:
-                return code.co_filename, min(found)
-    return None, None
+                return mark, min(found)
+        level = [c for n in level for c in _children(n) if id(c) not in seen]
+    return None
 
 
 def _stored(filename, line):
@@ -867,6 +878,13 @@ class _Diagnoser:
         node, mark = max(found, key=lambda item: _sequence(item[0])) if found else (None, None)
         freeing = mark[0] if mark else None
         holder = self._holder(node, frames) if node is not None else None
+        shown = None
+        if node is not None and mark is not None and mark[1] is None:
+            # The node saved a Python number: date it by the nearest node below that saved a
+            # tensor, and show the line of the number's operation.
+            below = _scalar_site(node)
+            if below is not None:
+                mark, shown = (mark[0],) + tuple(below[0][1:]), below[1]
         code, line, clock = mark[1:] if mark else (None, None, None)
         filename = code.co_filename if code else None
         if clock == 0 and self.lines.get(_key(((code, line),))):
@@ -878,8 +896,7 @@ class _Diagnoser:
                 clock = -1 if first <= line <= last else clock
                 break
         if node is not None and filename is None:
-            filename, line = _scalar_line(node)
-            if filename is None and holder:
+            if holder:
                 filename = holder[2]
                 at = [n for c, n in freeing.site if c.co_filename == filename]
                 line = _assigned(filename, holder[0].split(".")[-1], at[-1] if at else 1 << 30)
@@ -908,6 +925,7 @@ class _Diagnoser:
             and self.lines.get(_key(((code, line),)), 0) >= freeing.number
         )
         cause = _cause(call, freeing, clock, roots, leaves, once, direct, rebuilt)
+        line = shown or line
         retained = changed is not None or INPLACE in str(exc)
         self.report = None
         report = dict(self.result(), error=str(exc), raised=raised)
