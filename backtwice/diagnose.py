@@ -957,7 +957,12 @@ class _Diagnoser:
                 sub = "grad"
             key = cause + "/" + sub if cause + "/" + str(sub) in CHECKER else cause
             report["checker"] = CHECKER[key]
-            report["fix"] = self._fix(cause, sub, report, freeing, holder, retained, call, trained)
+            between = None
+            if cause == "shared-forward" and trained and self.step_hook and not retained:
+                between = self._between(node, freeing, call, frames)
+            report["fix"] = self._fix(
+                cause, sub, report, freeing, holder, retained, call, trained, between
+            )
             if retained:
                 report["checker"] = report["checker"].replace("retain=none", "retain=retain")
                 report["fix"] = (
@@ -993,6 +998,49 @@ class _Diagnoser:
         if self._ran_again(code, freeing):  # what runs the line ran again, this line not
             return True
         return bool(self.step_hook) and not self._stepped_since(freeing.number)
+
+    def _between(self, node, freeing, call, frames):
+        """Two losses on one forward pass, and an optimizer training the node's own parameters
+        stepped between their calls. ("again", None): another optimizer trains them too, so the
+        second loss should reach them through a pass of its own. ("detach", (name, file, line)):
+        only the stepped optimizers do, so the second loss should not reach them (an actor's
+        loss through the critic's value); `name` is what its loss line uses to reach them."""
+        own = _own_params(node)
+        stepped = [ref() for number, ref in self.steps.values() if number >= freeing.number]
+        stepped = [o for o in stepped if o is not None and own & _held(o)]
+        if not own or not stepped or call is None:
+            return None
+        others = (
+            o
+            for o in gc.get_objects()
+            if issubclass(type(o), torch.optim.Optimizer) and all(o is not s for s in stepped)
+        )
+        if any(own & _held(o) for o in others):
+            return "again", None
+        roots = [r() for r in call.roots]
+        for frame in frames:
+            scope = {**frame.f_globals, **frame.f_locals}
+            names = [n for n, v in scope.items() if any(v is r for r in roots if r is not None)]
+            filename = frame.f_code.co_filename
+            for loss in names:
+                line = _assigned(filename, loss, frame.f_lineno)
+                statement = [
+                    n
+                    for n in ast.walk(_parse(filename))
+                    if isinstance(n, (ast.Assign, ast.AugAssign)) and n.lineno == line
+                ]
+                used = {
+                    x.id for n in statement for x in ast.walk(n.value) if isinstance(x, ast.Name)
+                }
+                depths = [
+                    (_depth(scope[u].grad_fn, node), u)
+                    for u in sorted(used - {loss})
+                    if isinstance(scope.get(u), torch.Tensor) and scope[u].grad_fn is not None
+                ]
+                depths = sorted((d, u) for d, u in depths if d is not None)
+                if depths:
+                    return "detach", (depths[0][1], filename, line)
+        return None
 
     def _stepped_since(self, number):
         # Whether an optimizer stepped after call `number`, as the step hook saw it.
@@ -1061,7 +1109,9 @@ class _Diagnoser:
         step = f" (iteration {call.runs})" if runs > 1 else ""
         return f"{call.kind} call {call.number}{step}"
 
-    def _fix(self, cause, sub, report, freeing, holder, retained, call=None, trained=False):
+    def _fix(
+        self, cause, sub, report, freeing, holder, retained, call=None, trained=False, between=None
+    ):
         raised, first = report["raised"], report["freed_by"]
         callers = first and first["callers"] and raised.get("callers")
         if callers and first["line"] == raised["line"] and callers[0] != first["callers"][0]:
@@ -1160,6 +1210,26 @@ class _Diagnoser:
                     " (a GAN's discriminator or critic step): give that step the pass's output detached"
                     " (fake.detach())."
                 )
+            if between and between[0] == "again" and not again:
+                return (
+                    f"An optimizer stepped between the calls at {first} and {raised} and changed parameters"
+                    f" of the forward pass at {built}, which the second loss trains too: after the step, compute"
+                    f" {var} again, and the second loss from it, before the call at {raised}, so that call"
+                    " goes back through a pass of its own, built from the weights as they are now (retain_graph=True on the first call runs"
+                    " only while that pass saved none of the parameters the step changed)."
+                )
+            if between and between[0] == "detach":
+                used, where = between[1][0], f"{self._show(between[1][1])}:{between[1][2]}"
+                return (
+                    f"The loss built at {where} reaches, through `{used}`, parameters of the forward pass at"
+                    f" {built} that only the optimizer stepped after the call at {first} trains. If that"
+                    " loss should not train through them (an actor's loss through the critic's value), use"
+                    f" `{used}.detach()` there and, as both losses may still share layers before it, add"
+                    " them and call backward once, then step each optimizer. If it should (a generator's"
+                    f" loss through the discriminator), compute `{used}` again after that step, and give the"
+                    " first loss its input detached (fake.detach()) where it should not reach the pass"
+                    " before."
+                )
             if again:
                 keep = "" if retained else ", or pass retain_graph=True to every call but the last"
                 return (
@@ -1237,6 +1307,25 @@ def _trained(node, steps, since):
                 return True
             stack.extend(_children(node))
     return False
+
+
+def _own_params(node, limit=32):
+    """The ids of the parameters a node uses itself: leaves below it through chains of one
+    child (a Linear's weight through its transpose), not those of the layers before it."""
+    found, stack = set(), list(_children(node))
+    while stack and limit:
+        limit -= 1
+        child = stack.pop()
+        variable = getattr(child, "variable", None)
+        if variable is not None:
+            found.add(id(variable))
+        elif len(_children(child)) == 1:
+            stack.extend(_children(child))
+    return found
+
+
+def _held(optimizer):
+    return {id(p) for g in optimizer.param_groups for p in g["params"]}
 
 
 def _carried(call, freeing, holder, roots, clock, trained, new, again=False):
