@@ -393,6 +393,39 @@ def _accumulates(filename, name):
     return False
 
 
+def _added(filename, name):
+    """The source of what `name += x` (or `name = name + x`) adds, or None."""
+    text = "".join(linecache.getlines(filename))
+    for n in ast.walk(_parse(filename)):
+        if isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Add) and _dotted(n.target) == name:
+            return ast.get_source_segment(text, n.value)
+        if (
+            isinstance(n, ast.Assign)
+            and name in [_dotted(t) for t in n.targets]
+            and isinstance(n.value, ast.BinOp)
+            and isinstance(n.value.op, ast.Add)
+            and _dotted(n.value.left) == name
+        ):
+            return ast.get_source_segment(text, n.value.right)
+    return None
+
+
+def _gated_detach(filename, name):
+    """The line where `name` (or "h, c") is detached under an `if` (every k-th chunk), or None."""
+    names = set(name.split(", "))
+    for n in ast.walk(_parse(filename)):
+        if not isinstance(n, ast.If):
+            continue
+        for m in ast.walk(n):
+            if not isinstance(m, ast.Assign):
+                continue
+            targets = {_dotted(x) for t in m.targets for x in ast.walk(t)}
+            detach = any(getattr(x, "attr", None) == "detach" for x in ast.walk(m.value))
+            if detach and targets & names:
+                return m.lineno
+    return None
+
+
 def _bare_detach(filename, name):
     # The line of a `name.detach()` whose result is thrown away, if there is one.
     for n in ast.walk(_parse(filename)):
@@ -960,6 +993,14 @@ class _Diagnoser:
             between = None
             if cause == "shared-forward" and trained and self.step_hook and not retained:
                 between = self._between(node, freeing, call, frames)
+            if cause == "same-loss-twice" and call is not None and freeing.site != call.site:
+                # The second call starts from a sum of losses the first already went back
+                # through (a log kept as a tensor): ("summed", (name, what it adds)).
+                for loss, frame, _ in self._root_names(call, frames):
+                    added = _added(frame.f_code.co_filename, loss)
+                    if added:
+                        between = "summed", (loss, added)
+                        break
             report["fix"] = self._fix(
                 cause, sub, report, freeing, holder, retained, call, trained, between
             )
@@ -999,6 +1040,16 @@ class _Diagnoser:
             return True
         return bool(self.step_hook) and not self._stepped_since(freeing.number)
 
+    def _root_names(self, call, frames):
+        """(name, frame, scope) for each name a reader frame binds to a tensor the call started
+        from (`epoch_loss` for epoch_loss.backward()), innermost frame first."""
+        roots = [r() for r in call.roots]
+        for frame in frames:
+            scope = {**frame.f_globals, **frame.f_locals}
+            for name, value in scope.items():
+                if any(value is r for r in roots if r is not None):
+                    yield name, frame, scope
+
     def _between(self, node, freeing, call, frames):
         """Two losses on one forward pass, and an optimizer training the node's own parameters
         stepped between their calls. ("again", None): another optimizer trains them too, so the
@@ -1017,29 +1068,23 @@ class _Diagnoser:
         )
         if any(own & _held(o) for o in others):
             return "again", None
-        roots = [r() for r in call.roots]
-        for frame in frames:
-            scope = {**frame.f_globals, **frame.f_locals}
-            names = [n for n, v in scope.items() if any(v is r for r in roots if r is not None)]
+        for loss, frame, scope in self._root_names(call, frames):
             filename = frame.f_code.co_filename
-            for loss in names:
-                line = _assigned(filename, loss, frame.f_lineno)
-                statement = [
-                    n
-                    for n in ast.walk(_parse(filename))
-                    if isinstance(n, (ast.Assign, ast.AugAssign)) and n.lineno == line
-                ]
-                used = {
-                    x.id for n in statement for x in ast.walk(n.value) if isinstance(x, ast.Name)
-                }
-                depths = [
-                    (_depth(scope[u].grad_fn, node), u)
-                    for u in sorted(used - {loss})
-                    if isinstance(scope.get(u), torch.Tensor) and scope[u].grad_fn is not None
-                ]
-                depths = sorted((d, u) for d, u in depths if d is not None)
-                if depths:
-                    return "detach", (depths[0][1], filename, line)
+            line = _assigned(filename, loss, frame.f_lineno)
+            statement = [
+                n
+                for n in ast.walk(_parse(filename))
+                if isinstance(n, (ast.Assign, ast.AugAssign)) and n.lineno == line
+            ]
+            used = {x.id for n in statement for x in ast.walk(n.value) if isinstance(x, ast.Name)}
+            depths = [
+                (_depth(scope[u].grad_fn, node), u)
+                for u in sorted(used - {loss})
+                if isinstance(scope.get(u), torch.Tensor) and scope[u].grad_fn is not None
+            ]
+            depths = sorted((d, u) for d, u in depths if d is not None)
+            if depths:
+                return "detach", (depths[0][1], filename, line)
         return None
 
     def _stepped_since(self, number):
@@ -1147,6 +1192,14 @@ class _Diagnoser:
                     f"Pass retain_graph=True to the torch.autograd.grad call at {first}, so the call at {raised}"
                     " can go through the same graph again."
                 )
+            if between and between[0] == "summed":
+                total, added = between[1]
+                added = added if re.fullmatch(r"[\w.]+", added) else f"({added})"
+                return (
+                    f"`{total}` adds up losses the call at {first} already went back through once: keep it"
+                    f" without their graphs (`{total} += {added}.detach()`, or `.item()`) and remove the"
+                    f" call at {raised}, which would only add those losses' gradients again."
+                )
             return (
                 f"Call backward once on this loss: remove the call at {raised} or the one at {first} (a second "
                 "call would add the same gradients again)."
@@ -1159,6 +1212,18 @@ class _Diagnoser:
                     f"`{name}.detach()` at {self._show(holder[2])}:{bare} returns a detached copy and changes"
                     f" nothing: assign it (`{name} = {name}.detach()`), so the call at {raised} goes back"
                     " through this step only."
+                )
+            gated = (
+                sub in ("rnn", "lstm", "lstm-both") and holder and _gated_detach(holder[2], name)
+            )
+            if gated:
+                detached = f"{name} = " + (pair if sub.startswith("lstm") else f"{name}.detach()")
+                return (
+                    f"{var} is detached at {self._show(holder[2])}:{gated} only when the `if` around it"
+                    f" holds, and the call at {raised} ran in a step where it did not, so it went back into"
+                    " a graph an earlier call had freed. To keep gradients across that window (truncated"
+                    " BPTT over k chunks), add up the losses and call backward (and step) once per window,"
+                    f" just before that detach; otherwise detach it after every call: `{detached}`."
                 )
             return {
                 "total": f"{var} adds each step's graph to the next: add `loss.item()` to it and call backward on this step's loss at {raised}.",
