@@ -203,10 +203,10 @@ def _scalar_site(node, limit=64):
     node below it that saved a tensor, and the first such operation in that mark's function at
     or after its line. None when no node below is marked or no such operation is found."""
     op = OPS.get(re.sub(r"Backward\d*$", "", node.name()))
-    level, seen = _children(node), set()
+    level, seen = _children(node), {}  # id -> node: keeps each node, and so its id, alive
     while op and level and len(seen) < limit:
         for child in level:
-            seen.add(id(child))
+            seen[id(child)] = child
             mark = child.metadata.get(FREED) if isinstance(child, _Node) else None
             if not mark or mark[1] is None:
                 continue
@@ -259,7 +259,13 @@ def _stored(filename, line):
                 index = target.slice.elts if isinstance(target.slice, ast.Tuple) else [target.slice]
                 if any(isinstance(i, ast.Slice) for i in index):  # cache[:, t] = y: a tensor
                     return name, "slices", filename, n.lineno, None  # written in place
-                return name, "bank", None, 1, None  # bank[key] = y: a dict or list
+                return (
+                    name,
+                    "bank",
+                    filename,
+                    n.lineno,
+                    None,
+                )  # bank[key] = y: a dict, list or tensor
         func = getattr(n, "func", None)
         if isinstance(func, ast.Attribute) and func.attr in (
             "append",
@@ -1225,6 +1231,23 @@ class _Diagnoser:
                     " BPTT over k chunks), add up the losses and call backward (and step) once per window,"
                     f" just before that detach; otherwise detach it after every call: `{detached}`."
                 )
+            if sub == "bank" and holder[2]:
+                stored = [
+                    n
+                    for n in ast.walk(_parse(holder[2]))
+                    if isinstance(n, ast.Assign) and n.lineno == holder[3]
+                ]
+                text = "".join(linecache.getlines(holder[2]))
+                target = ast.get_source_segment(text, stored[0].targets[0]) if stored else None
+                value = ast.get_source_segment(text, stored[0].value) if stored else None
+                if target and value:
+                    value = value if re.fullmatch(r"[\w.]+", value) else f"({value})"
+                    return (
+                        f"{var} keeps tensors from earlier steps (built at {built}) with their graphs,"
+                        f" written in at {self._show(holder[2])}:{holder[3]}: store detached copies there"
+                        f" (`{target} = {value}.detach()`), so later steps read the values without graphs"
+                        " an earlier call freed."
+                    )
             return {
                 "total": f"{var} adds each step's graph to the next: add `loss.item()` to it and call backward on this step's loss at {raised}.",
                 "loss": f"{var} keeps the loss of an earlier step (built at {built}) with its graph: keep `loss.item()` (or `loss.detach()`) in it instead, so the call at {raised} goes back through this step only.",

@@ -14,9 +14,10 @@ CASES = ROOT / "tests" / "diagnose_cases"
 LABELLED = {"raises", "frees", "forward", "kept", "changed"}
 # Nodes that saved only a Python number below one that saved tensors are dated by their
 # sequence number, which torch 2.0 does not give Python: there these cases name other lines.
-# Where several freed nodes are found, kalman_cov.py's too, the latest is named.
+# Where several freed nodes are found, the latest is named (by that number too): kalman_cov.py's,
+# a trainer's forward under its double-backward penalty, an actor-critic's value head on its trunk.
 SEQUENCE_NEEDED = {"scalar_rand_target.py", "scalar_aux_weight.py", "scalar_temperature.py"}
-SEQUENCE_NEEDED |= {"kalman_cov.py"}
+SEQUENCE_NEEDED |= {"kalman_cov.py", "trainer_class_callbacks.py", "ac_shared_trunk_two_opts.py"}
 # torch 2.0's non-reentrant checkpoint saves through saved-tensor hooks of its own, which hide
 # the diagnoser's inside the checkpointed call: there it sees no node to name (cause None).
 OWN_HOOKS_BEFORE_2_1 = {"ckpt_memory.py"}

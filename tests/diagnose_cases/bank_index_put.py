@@ -14,6 +14,8 @@ retain_graph=True would not do: after opt.step() the old graph's saved weights a
 # expect-cause: carried-state
 # expect-fix: detach
 # expect-fix: bank
+# expect-fix: self.bank[idx] = feats.detach()
+# expect-not-fix: clear
 # expect-not-fix: retain_graph
 import torch
 from torch import nn
