@@ -40,8 +40,12 @@ PREFIX = "backtwice.diagnose: "
 FREED = "backtwice.freed"
 WALKED = "backtwice.walked"
 ROOT = "backtwice.root"
+REGION = "backtwice.region"
 KEY = "_backtwice_diagnoser"
 WALK_LIMIT = 2000
+# One library call that saves this many tensors (an RNN over a sequence saves hundreds) saves
+# the rest without the hooks: torch checks them itself, and its outputs stand for them all.
+BURST = 8
 SEARCH_LIMIT = 200000
 TRANSFORMS = ("grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap")
 
@@ -63,8 +67,12 @@ CHECKER = {
 _HERE = os.path.normcase(os.path.abspath(__file__))
 _Node = torch.autograd.graph.Node
 _current_node = getattr(torch._C, "_current_autograd_node", None)
+_top_hooks = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
+_push_hooks = torch._C._autograd._push_saved_tensors_default_hooks
+_pop_hooks = torch._C._autograd._pop_saved_tensors_default_hooks
 _STOP = set()
-_READER = {}
+_READER = {}  # id(code) -> whether it is the reader's
+_KEPT = []  # ...and the code, kept so that its id stays its own
 _TREES = {}
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
 
@@ -86,7 +94,7 @@ _LIBRARIES = _library_dirs()
 
 
 def _is_reader(code):
-    # By id: hashing code hashes its constants, a module's whole code. Kept, its id stays unique.
+    # By id: hashing code hashes its constants, a module's whole code.
     known = _READER.get(id(code))
     if known is None:
         name = code.co_filename
@@ -95,14 +103,19 @@ def _is_reader(code):
         else:
             path = os.path.normcase(os.path.abspath(name))
             known = path != _HERE and not path.startswith(_LIBRARIES)
-        known = _READER[id(code)] = (known, code)
-    return known[0]
+        _KEPT.append(code)
+        _READER[id(code)] = known
+    return known
 
 
 def _frames(frame, top):
-    found = []
-    while frame is not None and id(frame.f_code) not in _STOP and frame is not top:
-        if _is_reader(frame.f_code):
+    found, known = [], _READER.get
+    while frame is not None and frame is not top:
+        code = frame.f_code
+        if id(code) in _STOP:
+            break
+        reader = known(id(code))
+        if reader or (reader is None and _is_reader(code)):
             found.append(frame)
         frame = frame.f_back
     return found
@@ -141,6 +154,24 @@ def _sequence(node):
         return -1
 
 
+def _tensors_in(value, depth=2):
+    # The tensors in a value, a tuple or list of them, or such a tuple of tuples (an LSTM's).
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if depth and isinstance(value, (tuple, list)):
+        return [t for v in value for t in _tensors_in(v, depth - 1)]
+    return []
+
+
+def _bursts_possible():
+    # Nodes must give their sequence numbers (torch 2.1+) and prehooks their node.
+    if _top_hooks is None or _current_node is None or not hasattr(_Node, "register_prehook"):
+        return False
+    with torch.enable_grad():
+        probe = torch.zeros(1, requires_grad=True).exp()
+    return _sequence(probe.grad_fn) >= 0
+
+
 def _source(filename, line):
     text = linecache.getline(filename, line).strip() if line and filename else ""
     return text or None
@@ -170,13 +201,30 @@ def _within_reader(frame):
     return False
 
 
-def _dead(node):
+def _inside(node, start, limit=SEARCH_LIMIT):
+    """The first nodes from `node` down that a burst after sequence number `start` made and
+    whose saved tensors are gone, going no further below those."""
+    stack, seen, found = [node], {}, []
+    while stack and len(seen) < limit:
+        node = stack.pop()
+        if id(node) in seen or hasattr(node, "variable") or _sequence(node) <= start:
+            continue
+        seen[id(node)] = node
+        if _dead(node):
+            found.append(node)
+        else:
+            stack.extend(_children(node))
+    return found
+
+
+def _dead(node, why=BACKWARD_TWICE):
+    # Whether reading one of the node's saved values raises that error (INPLACE: changed).
     for name in dir(node):
         if name.startswith("_saved_"):
             try:
                 getattr(node, name)
             except Exception as exc:
-                if BACKWARD_TWICE in str(exc):
+                if why in str(exc):
                     return True
     return False
 
@@ -481,12 +529,14 @@ class _Diagnoser:
     def __init__(self, script=None, shown=None, quiet=False):
         self.script, self.shown, self.quiet, self.number = script, shown, quiet, 0
         self.top = self.current = self.pack_key = self.pack_at = self.marked = self.scan = None
+        self.walk_top = self.walk_where = None
         self.first = self.last_free = self.retained = self.stepped = self.step_hook = None
         self.template = None
         self.report = self.reported = self.inplace = self.unprinted = None
         self.by_site, self.steps, self.lines, self.doubles, self.patched = {}, {}, {}, [], []
         self.double_sites = set()
-        self.said_aside = self.bare = False
+        self.said_aside = self.bare = self.bursts = False
+        self.packs = 0
         self.local = threading.local()
 
     def start(self):
@@ -512,6 +562,7 @@ class _Diagnoser:
         )
         if register is not None:
             self.step_hook = register(self._stepped)
+        self.bursts = _bursts_possible()
         self._hook()
         inner = getattr(threading.Thread, "_bootstrap_inner", None)  # Python 3.8 to 3.14
         if inner is not None:
@@ -519,6 +570,7 @@ class _Diagnoser:
 
     def _hook(self):
         self.local.aside = 0
+        self.local.burst = None
         self.local.hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
         self.local.hooks.__enter__()
 
@@ -543,6 +595,7 @@ class _Diagnoser:
         setattr(owner, name, value)
 
     def stop(self):
+        self._end_burst()
         if getattr(self.local, "hooks", None) is not None and self.local.aside == 0:
             self.local.hooks.__exit__(None, None, None)
         self.local.hooks = None
@@ -557,15 +610,33 @@ class _Diagnoser:
     def _pack(self, tensor):
         # Runs for every saved tensor: one op's tensors (an RNN's) share one (code, line, clock).
         frame = sys._getframe(1)
+        at = frame.f_lasti
         # The frame itself, not its id: a library frame that returned (one Linear's forward)
         # leaves its address to the next (the next Linear's), at the same offset.
-        if frame.f_lasti != self.pack_at or frame is not self.pack_key:
-            self.pack_key, self.pack_at = frame, frame.f_lasti
-            while frame is not None and not _is_reader(frame.f_code):
-                frame = frame.f_back
-            where = (frame.f_code, frame.f_lineno) if frame is not None else (None, None)
+        if at != self.pack_at or frame is not self.pack_key:
+            self.pack_key, self.pack_at, self.packs = frame, at, 1
+            # A library frame met on the last walk up is still running: the reader's frame
+            # above it is where it was (the Sequential around three Linears).
+            below, known, top = None, _READER.get, self.walk_top
+            while frame is not None:
+                code = frame.f_code
+                reader = known(id(code))
+                if reader or (reader is None and _is_reader(code)):
+                    where = code, frame.f_lineno
+                    self.walk_top, self.walk_where = below, where
+                    break
+                if frame is top:
+                    where = self.walk_where
+                    break
+                below, frame = frame, frame.f_back
+            else:
+                where = None, None
             self.pack_where = where + (self.number,)
-            self.lines[_key((where,))] = self.number
+            self.lines[((id(where[0]), where[1]),)] = self.number
+        elif self.packs < BURST:
+            self.packs += 1
+            if self.packs == BURST and self.bursts:
+                self._burst(frame)
         original = (lambda: tensor) if tensor._is_view() else weakref.ref(tensor)
         return tensor.detach(), tensor._version, original, self.pack_where
 
@@ -586,11 +657,88 @@ class _Diagnoser:
                 node.metadata.setdefault(FREED, (call,) + where)
         return tensor
 
+    def _burst(self, frame):
+        """A library call (an RNN's) saves many tensors: save the rest without these hooks,
+        until the call returns to `frame`; then its outputs stand for the nodes it made."""
+        local = self.local
+        hooks = getattr(local, "hooks", None)
+        if (
+            hooks is None
+            or local.aside
+            or local.burst is not None
+            or _is_reader(frame.f_code)
+            or sys.getprofile() is not None
+            # In a backward (create_graph=True) the engine runs on a copy of the hooks' stack.
+            or _current_node() is not None
+        ):
+            return
+        top = _top_hooks(False)
+        if top is None or top[0] is not hooks.pack_hook:  # others' hooks (a checkpoint's)
+            return
+        # What the call was given: the nodes it makes come after theirs.
+        start = max(
+            (
+                _sequence(t.grad_fn)
+                for v in frame.f_locals.values()
+                for t in _tensors_in(v)
+                if t.grad_fn is not None
+            ),
+            default=-1,
+        )
+        _pop_hooks()
+        local.burst = frame, list(self.pack_where) + [start, None]
+        sys.setprofile(self._burst_event)
+
+    def _burst_event(self, frame, event, arg):
+        # The first event in the library frame (or a call it makes) after the saving call.
+        burst = getattr(self.local, "burst", None)
+        if burst is None:
+            sys.setprofile(None)
+            return
+        caller = burst[0]
+        if frame is not caller and (
+            event != "call" or frame.f_back is not caller or frame.f_code is _PACK
+        ):
+            return
+        outputs = [arg] if event == "return" else list(caller.f_locals.values())
+        if event == "call":
+            outputs += list(frame.f_locals.values())
+        region = self._end_burst()
+        for tensor in (t for v in outputs for t in _tensors_in(v)):
+            node = tensor.grad_fn
+            if node is not None and _sequence(node) > region[3] and REGION not in node.metadata:
+                node.metadata[REGION] = region
+                node.register_prehook(self._reached)
+
+    def _end_burst(self):
+        """Put the hooks back after a burst (if one is under way here); return its region."""
+        local = self.local
+        burst = getattr(local, "burst", None)
+        if burst is None:
+            return None
+        sys.setprofile(None)
+        local.burst = None
+        _push_hooks(local.hooks.pack_hook, local.hooks.unpack_hook)
+        self.pack_at = None
+        return burst[1]
+
+    def _reached(self, grads):
+        # A backward reaches the output of a burst: a call that keeps no graph frees it all.
+        call = self.current
+        if call is not None and not call.retain_graph:
+            node = _current_node()
+            region = node.metadata[REGION]
+            if region[4] is None:  # the first call through one output frees what all share
+                region[4] = call
+            node.metadata.setdefault(FREED, (region[4],) + tuple(region[:3]))
+
     def _stepped(self, optimizer, *_):
         # Only a kept graph can see a step change a saved tensor.
         if self.retained is not None:
             self.stepped = (_site(sys._getframe(1), self.top), self.number)
-        self.steps[id(optimizer)] = (self.number, weakref.ref(optimizer))
+        known = self.steps.get(id(optimizer))
+        ref = known[1] if known and known[1]() is optimizer else weakref.ref(optimizer)
+        self.steps[id(optimizer)] = (self.number, ref)
 
     def _wrap(self, original, kind, at):
         @functools.wraps(original)
@@ -629,6 +777,8 @@ class _Diagnoser:
         retain = args[at + 1] if len(args) > at + 1 else kwargs.get("retain_graph")
         create = args[at + 2] if len(args) > at + 2 else kwargs.get("create_graph", False)
         roots = args[0] if args else kwargs.get("tensors" if kind == "backward" else "outputs")
+        if getattr(self.local, "burst", None) is not None:  # no event came to end it
+            self._end_burst()
         self.number += 1
         call = _Call()
         call.number, call.kind, call.site = self.number, kind, _site(frame, self.top)
@@ -644,6 +794,7 @@ class _Diagnoser:
         self.by_site[key] = (call.number, call.runs)
         self.first = self.first or call
         call.seq, call.under = -1, set()
+        self.inplace = None
         for tensor in tensors:
             if tensor.grad_fn is not None:
                 tensor.grad_fn.metadata.setdefault(ROOT, call)
@@ -652,7 +803,7 @@ class _Diagnoser:
         return call
 
     def _done(self, call, result):
-        self.pack_key = self.marked = None
+        self.pack_key = self.marked = self.walk_top = None
         if call.retain_graph:
             self.retained = call
         else:
@@ -801,6 +952,11 @@ class _Diagnoser:
                     continue
                 roots.add(meta.get(ROOT))
                 mark = meta.get(FREED)
+                region = meta.get(REGION)
+                # An output of a burst no call went through (an RNN's last hidden state),
+                # whose nodes the call that went through another output freed.
+                if mark is None and region and region[4] and _inside(node, region[3]):
+                    mark = (region[4],) + tuple(region[:3])
                 # A value no pack hook saw (a wrapped Python number): freed by the call that
                 # last went through the node, or by the last one since it was built.
                 last = meta.get(WALKED) or self.last_free
@@ -902,10 +1058,14 @@ class _Diagnoser:
         return best[1:] if best else None
 
     def _after_retain(self, exc, call, frames):
-        (saved, node), kept = self.inplace or (None, None), self.retained
-        if saved is None or kept is None or kept.number <= saved[3][2]:
+        kept = self.retained
+        if self.inplace is not None:  # these hooks found it
+            node, where = self.inplace[1], self.inplace[0][3]
+        else:  # torch did, in a tensor a burst saved
+            node, where = self._changed_in_burst(call)
+        if where is None or kept is None or kept.number <= where[2]:
             return
-        found = [(node, (kept,) + saved[3])] if node is not None else []
+        found = [(node, (kept,) + where)] if node is not None else []
         changed = None
         if self.stepped and self.stepped[1] >= kept.number and self.stepped[0]:
             changed = self._place(self.stepped[0])
@@ -913,8 +1073,34 @@ class _Diagnoser:
             exc, self._place(call.site, call.number), call, found, set(), 2, frames, changed
         )
 
+    def _changed_in_burst(self, call):
+        """The node, below an output of a burst, whose saved tensor torch found changed in
+        place, and the burst's (code, line, clock); (None, None) if there is none."""
+        stack, seen = [(node, None) for node in _roots(call)], {}
+        self.scan = []  # these hooks' own saved tensors are probed without raising
+        try:
+            while stack and len(seen) < SEARCH_LIMIT:
+                node, region = stack.pop()
+                if id(node) in seen or hasattr(node, "variable"):
+                    continue
+                seen[id(node)] = node
+                here = node.metadata.get(REGION) if isinstance(node, _Node) else None
+                if here is not None:
+                    region = here
+                elif region is not None and _sequence(node) <= region[3]:
+                    region = None  # below the burst, among what it was given
+                if region is not None and _dead(node, INPLACE):
+                    return node, tuple(region[:3])
+                stack.extend((child, region) for child in _children(node))
+        finally:
+            self.scan = None
+        return None, None
+
     def _finish(self, exc, raised, call, found, roots, leaves, frames, changed=None):
         node, mark = max(found, key=lambda item: _sequence(item[0])) if found else (None, None)
+        region = node.metadata.get(REGION) if node is not None else None
+        if region is not None:  # an output of a burst: the latest of its nodes that were freed
+            node = max(_inside(node, region[3]) or [node], key=_sequence)
         freeing = mark[0] if mark else None
         holder = self._holder(node, frames) if node is not None else None
         shown = None
@@ -1363,6 +1549,9 @@ class _Diagnoser:
         return dict(
             dict.fromkeys(keys), torch=torch.__version__, lines=[], double_traversals=self.doubles
         )
+
+
+_PACK = _Diagnoser._pack.__code__
 
 
 def _kind(value):

@@ -107,7 +107,11 @@ def test_fix_names_the_lines_and_fits_the_cause(reports, name):
 
 @pytest.mark.parametrize("name", sorted(set(NAMES) - set(RAISING)))
 def test_clean_cases_report_no_cause(reports, name):
-    check_clean(reports[name][1], name)
+    process, report = reports[name]
+    ended = expected(name)[1].get("ended")
+    # A clean case runs to its end (an error not the diagnoser's to explain is marked).
+    assert process.returncode == (1 if ended else 0), process.stderr
+    check_clean(report, name)
 
 
 @pytest.mark.parametrize("name", RAISING)
@@ -119,6 +123,45 @@ def test_report_on_stderr_after_the_traceback(reports, name):
     traceback_end = process.stderr.index(text)
     assert process.stderr[:traceback_end].rstrip().splitlines()[-1].startswith("RuntimeError: ")
     assert "cause: " + report["cause"] in text and "fix: " + report["fix"] in text
+
+
+def test_cases_leave_no_hooks_and_no_profiler_behind(reports):
+    # A burst pops the hooks and sets a profiler until its call returns; every case ran in
+    # this process, so anything left over would show here.
+    import torch
+
+    assert torch.autograd.graph.saved_tensors_hooks  # torch imported by the cases
+    assert torch._C._autograd._top_saved_tensors_default_hooks(False) is None
+    assert sys.getprofile() is None
+
+
+def test_an_rnn_call_stands_for_the_tensors_it_saves(tmp_path):
+    # After BURST tensors from one call (an RNN's, hundreds a step), the rest are saved
+    # without the hooks; its outputs carry the reader's line, and the hooks are back after it.
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    rnn = nn.GRU(3, 8)
+    with diagnose.diagnose() as run:
+        out, h = rnn(torch.randn(40, 2, 3))  # the line
+        line = sys._getframe().f_lineno - 1
+        state = run.state
+        assert torch._C._autograd._top_saved_tensors_default_hooks(False)[0] == state._pack
+        assert sys.getprofile() is None
+    for node in (out.grad_fn, h.grad_fn):
+        region = node.metadata[diagnose.REGION]
+        assert region[0] is sys._getframe().f_code and region[1] == line
+    assert torch._C._autograd._top_saved_tensors_default_hooks(False) is None
+
+
+def test_phrases_are_not_found_in_file_names():
+    # A fix that names hidden_detach.py:12 does not thereby say "hidden" or "detach".
+    report = {"fix": "Do something else at hidden_detach.py:12.", "lines": []}
+    report.update(dict.fromkeys(("cause", "raised", "freed_by", "node", "checker")))
+    headers = {"fix": ["detach"], "cause": ["carried-state"]}
+    with pytest.raises(AssertionError):
+        check_fix(report, "hidden_detach.py", "hidden_detach.py", ({"raises": [12]}, headers))
 
 
 def test_calls_numbered_in_order(reports):

@@ -58,6 +58,17 @@ def write(folder, name, source):
     return path
 
 
+def line_of_text(path, text):
+    """The number of the one line of path whose code is `text`."""
+    found = [
+        number
+        for number, line in enumerate(path.read_text().splitlines(), start=1)
+        if line.strip() == text
+    ]
+    assert len(found) == 1, (path, text, found)
+    return found[0]
+
+
 def line_of(path, marker):
     """The number of the one line of path that ends with the comment `# marker`."""
     found = [
@@ -193,6 +204,72 @@ def test_with_diagnose_run_plainly_prints_the_report_once(tmp_path):
 
 
 # ---- torch features that must run as they do plainly --------------------------------------------
+
+
+RNN_RETAIN = """
+    import sys
+
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    rnn = nn.GRU(6, 24, batch_first=True)  # saves hundreds of tensors in one call a step
+    head = nn.Linear(24, 1)
+    opt = torch.optim.Adam([*rnn.parameters(), *head.parameters()], lr=1e-2)
+    h = torch.zeros(1, 4, 24)
+    for step in range(4):
+        x, y = torch.randn(4, 30, 6), torch.randn(4, 1)
+        out, h = rnn(x, h)
+        loss = nn.functional.mse_loss(head(out[:, -1]), y)
+        opt.zero_grad()
+        loss.backward(retain_graph=True)
+        print(step, repr(loss.item()), [repr(p.grad.norm().item()) for p in rnn.parameters()])
+        opt.step()
+    """
+
+
+def test_rnn_over_a_sequence_keeps_torchs_own_inplace_error(tmp_path):
+    # The GRU's call saves most of its tensors without the diagnoser's hooks (a burst), so
+    # torch itself finds the weight opt.step() changed: the same error, text and gradients.
+    script = write(tmp_path, "train.py", RNN_RETAIN)
+    first, _, report = compare(tmp_path, [script.name])
+    assert "modified by an inplace operation" in first.stderr
+    assert first.stdout.count("\n") == 1  # step 0 ran; step 1 raised
+    assert report["cause"] == "inplace-after-retain"
+    assert report["node"]["line"] == line_of_text(script, "out, h = rnn(x, h)")
+    assert [e["kind"] for e in report["lines"]] == ["forward", "kept", "raises", "changed"]
+
+
+def test_readers_profiler_is_left_as_it_was(tmp_path):
+    # A burst switches the hooks off through sys.setprofile; a profiler of the reader's own
+    # (cProfile, or this one) must see that nothing of it is taken, so no burst happens.
+    script = write(
+        tmp_path,
+        "train.py",
+        """
+        import sys
+
+        import torch
+        from torch import nn
+
+        calls = []
+
+        def profiler(frame, event, arg):
+            if event == "c_call" and getattr(arg, "__name__", "") == "gru":
+                calls.append(frame.f_code.co_name)
+
+        torch.manual_seed(0)
+        rnn = nn.GRU(3, 8)
+        sys.setprofile(profiler)
+        out, h = rnn(torch.randn(12, 2, 3))
+        out.sum().backward()
+        still = sys.getprofile() is profiler
+        sys.setprofile(None)
+        print(still, calls, repr(rnn.weight_hh_l0.grad.sum().item()))
+        """,
+    )
+    first, _, _ = compare(tmp_path, [script.name], reports=0)
+    assert first.stdout.startswith("True ['forward'] ")
 
 
 def test_disable_saved_tensors_hooks_runs_under_the_diagnoser(tmp_path):
