@@ -327,14 +327,31 @@ def _stored(filename, line):
     return None
 
 
+def _same(shown, name):
+    # `model.c` outside the class is `self.c` inside it.
+    if shown == name:
+        return True
+    inside = name.startswith("self.") and "." in shown
+    return inside and shown.split(".", 1)[1] == name.split(".", 1)[1]
+
+
 def _pair(filename, line, holder):
-    for n in ast.walk(_parse(filename)):
-        if isinstance(n, ast.Assign) and n.lineno == line and isinstance(n.targets[0], ast.Tuple):
-            names = [t.id for t in ast.walk(n.targets[0]) if isinstance(t, ast.Name)]
-            used = {getattr(x, "id", None) for x in ast.walk(n.value)}
-            carried = [name for name in names if name in used]
-            if len(carried) > 1 and holder[0] in carried:
-                return ", ".join(carried), "pair", filename, 2, None
+    # The tuple an LSTM hands each pass (`out, (h, c) = lstm(x, (h, c))`, `self.h, self.c`):
+    # on the forward line, else where the holder's own file carries it (hx, cx = cell(..)).
+    for where in (filename, holder[2]):
+        for n in sorted(ast.walk(_parse(where)), key=lambda n: getattr(n, "lineno", 0) != line):
+            if not isinstance(n, ast.Assign) or not isinstance(n.targets[0], ast.Tuple):
+                continue
+            # Read through `x.detach()` only, x hands the next pass no graph.
+            detached = {
+                _dotted(c.func.value)
+                for c in ast.walk(n.value)
+                if isinstance(c, ast.Call) and getattr(c.func, "attr", None) == "detach"
+            }
+            used = {name for name, _ in _names(n.value, ast.Load)} - detached
+            carried = [name for name, _ in _names(n.targets[0], ast.Store) if name in used]
+            if len(carried) > 1 and any(_same(holder[0], name) for name in carried):
+                return ", ".join(carried), "pair", where, 2, None
     return None
 
 
@@ -464,6 +481,52 @@ def _added(filename, name):
     return None
 
 
+def _cached_around(site):
+    """(file, line, text) of a `parametrize.cached()` whose block holds the loop around the
+    raising line: the weight computed on its first use is reused, graph and all, by every step."""
+    for code, line in site:
+        tree = _parse(code.co_filename)
+        for n in ast.walk(tree):
+            calls = [i.context_expr for i in getattr(n, "items", ())]
+            if not any(
+                _dotted(getattr(c, "func", None)) in ("cached", "parametrize.cached")
+                or getattr(getattr(c, "func", None), "attr", None) == "cached"
+                for c in calls
+            ):
+                continue
+            if any(isinstance(m, LOOPS) and m.lineno <= line <= m.end_lineno for m in ast.walk(n)):
+                text = "".join(linecache.getlines(code.co_filename))
+                return code.co_filename, n.lineno, ast.get_source_segment(text, calls[0])
+    return None
+
+
+def _fresh(value):
+    # A state made anew (zeros, None, init_hidden(), detach()) rather than computed by a model.
+    if isinstance(value, ast.Tuple):
+        return all(map(_fresh, value.elts))
+    if isinstance(value, ast.Call):
+        name = _dotted(value.func) or getattr(value.func, "attr", "")
+        return bool(re.search(r"zero|ones|rand|empty|full|init|detach|new_", name.lower()))
+    return isinstance(value, ast.Constant)
+
+
+def _window(site, name):
+    """(file, start, outer, inner): `name` is computed afresh (an encoder's state) at line start
+    of each pass of the loop at outer, then carried through the loop at inner, which holds the
+    raising call; None if not so."""
+    for code, line in site:
+        loops = sorted(_loops(code.co_filename, line))
+        if len(loops) < 2:
+            continue
+        (outer, _), (inner, _) = loops[-2], loops[-1]
+        for n in ast.walk(_parse(code.co_filename)):
+            targets = n.targets if isinstance(n, ast.Assign) else []
+            written = {x for t in targets for x, _ in _names(t, ast.Store)}
+            if name in written and outer < n.lineno < inner and not _fresh(n.value):
+                return code.co_filename, n.lineno, outer, inner
+    return None
+
+
 def _gated_detach(filename, name):
     """The line where `name` (or "h, c") is detached under an `if` (every k-th chunk), or None."""
     names = set(name.split(", "))
@@ -535,6 +598,7 @@ class _Diagnoser:
         self.report = self.reported = self.inplace = self.unprinted = None
         self.by_site, self.steps, self.lines, self.doubles, self.patched = {}, {}, {}, [], []
         self.double_sites = set()
+        self.made = weakref.WeakSet()  # the optimizers made while this runs
         self.said_aside = self.bare = self.bursts = False
         self.packs = 0
         self.local = threading.local()
@@ -550,6 +614,7 @@ class _Diagnoser:
                 self._patch(func, name, self._aside(getattr(func, name)))
         if hasattr(torch, "vmap"):
             self._patch(torch, "vmap", self._aside(torch.vmap))
+        self._patch(torch.optim.Optimizer, "__init__", self._making(torch.optim.Optimizer.__init__))
         graph = torch.autograd.graph
         if hasattr(graph, "disable_saved_tensors_hooks"):
             self._patch(
@@ -850,6 +915,18 @@ class _Diagnoser:
             f" were added again ({ISSUE_13494})\n"
         )
 
+    def _making(self, init):
+        @functools.wraps(init)
+        def __init__(optimizer, *args, **kwargs):
+            try:
+                init(optimizer, *args, **kwargs)
+            except BaseException as exc:
+                exc.__traceback__ = exc.__traceback__.tb_next
+                raise
+            self.made.add(optimizer)
+
+        return __init__
+
     def _aside(self, transform):
         @functools.wraps(transform)
         def transformed(*args, **kwargs):
@@ -1044,7 +1121,8 @@ class _Diagnoser:
                             _depth(t.grad_fn, target) for t in tensors if t.grad_fn is not None
                         ]
                         depths = [d for d in depths if d is not None]
-                        rank = (shown not in prefer, min(depths or [0]), order)
+                        preferred = any(_same(shown, name) for name in prefer)
+                        rank = (not preferred, min(depths or [0]), order)
                         if depths and (best is None or rank < best[0]):
                             kind = "attr" if attr and kind == "tensor" else kind
                             best = (
@@ -1166,7 +1244,7 @@ class _Diagnoser:
             if cause == "carried-state":
                 holder = self._carried_holder(node, frames, filename, line) or holder
                 holder = _stored(filename, line) or holder
-                if holder and holder[1] == "tensor":
+                if holder and holder[1] in ("tensor", "attr"):
                     holder = _pair(filename, line, holder) or holder
                 # A list that also holds tensors no earlier call went through is the loss's
                 # source (REINFORCE's log-probs), not a cache of old outputs.
@@ -1245,21 +1323,23 @@ class _Diagnoser:
     def _between(self, node, freeing, call, frames):
         """Two losses on one forward pass, and an optimizer training the node's own parameters
         stepped between their calls. ("again", None): another optimizer trains them too, so the
-        second loss should reach them through a pass of its own. ("detach", (name, file, line)):
-        only the stepped optimizers do, so the second loss should not reach them (an actor's
-        loss through the critic's value); `name` is what its loss line uses to reach them."""
+        second loss should reach them through a pass of its own. ("one", None): the stepped
+        optimizers train what the second loss reaches besides (one optimizer for both losses).
+        ("detach", (name, file, line)): the second loss should not reach them (an actor's loss
+        through the critic's value); `name` is what it reaches them through, closest to the loss,
+        that leads to no parameter only other optimizers train but through the node."""
         own = _own_params(node)
         stepped = [ref() for number, ref in self.steps.values() if number >= freeing.number]
         stepped = [o for o in stepped if o is not None and own & _held(o)]
         if not own or not stepped or call is None:
             return None
-        others = (
-            o
-            for o in gc.get_objects()
-            if issubclass(type(o), torch.optim.Optimizer) and all(o is not s for s in stepped)
-        )
+        others = [o for o in self._optimizers() if all(o is not s for s in stepped)]
         if any(own & _held(o) for o in others):
             return "again", None
+        elsewhere = set().union(*map(_held, others)) - set().union(*map(_held, stepped))
+        roots = _roots(call)
+        if not _params(roots, node) & elsewhere and not _predicts(_roots(freeing), node):
+            return "one", None
         for loss, frame, scope in self._root_names(call, frames):
             filename = frame.f_code.co_filename
             line = _assigned(filename, loss, frame.f_lineno)
@@ -1269,15 +1349,27 @@ class _Diagnoser:
                 if isinstance(n, (ast.Assign, ast.AugAssign)) and n.lineno == line
             ]
             used = {x.id for n in statement for x in ast.walk(n.value) if isinstance(x, ast.Name)}
-            depths = [
-                (_depth(scope[u].grad_fn, node), u)
-                for u in sorted(used - {loss})
-                if isinstance(scope.get(u), torch.Tensor) and scope[u].grad_fn is not None
-            ]
-            depths = sorted((d, u) for d, u in depths if d is not None)
-            if depths:
-                return "detach", (depths[0][1], filename, line)
+            found = []
+            for name, value in scope.items():
+                grad_fn = (
+                    getattr(value, "grad_fn", None) if isinstance(value, torch.Tensor) else None
+                )
+                depth = grad_fn is not None and name != loss and _depth(grad_fn, node)
+                if depth is None or depth is False:
+                    continue
+                if name in used or any(_depth(r, grad_fn) is not None for r in roots):
+                    found.append((name not in used, -depth, name, grad_fn))
+            for _, _, name, grad_fn in sorted(found, key=lambda f: f[:3]):
+                if not _params([grad_fn], node) & elsewhere:  # it leads only to the node
+                    return "detach", (name, filename, line)
         return None
+
+    def _optimizers(self):
+        # Every optimizer alive: those made since the start, where it came first (a script run
+        # by the runner or the capture), else a scan of every object (around a loop, a notebook).
+        if self.script is None:
+            return [o for o in gc.get_objects() if issubclass(type(o), torch.optim.Optimizer)]
+        return list(self.made)
 
     def _stepped_since(self, number):
         # Whether an optimizer stepped after call `number`, as the step hook saw it.
@@ -1296,7 +1388,7 @@ class _Diagnoser:
         for frame in frames:
             prefer.update(_carried_names(frame.f_code.co_filename, frame.f_lineno, True))
         holder = self._holder(node, frames, prefer) if prefer else None
-        if holder and holder[0] in prefer:
+        if holder and any(_same(holder[0], name) for name in prefer):
             return (holder[0], "tensor" if holder[1] == "attr" else holder[1]) + holder[2:]
         if len(own) == 1:  # state no frame reaches, such as a submodule's self.v
             return own[0], "tensor", filename, 1, None
@@ -1397,6 +1489,26 @@ class _Diagnoser:
                 "call would add the same gradients again)."
             )
         if cause == "carried-state":
+            cached = call is not None and _cached_around(call.site)
+            if cached:
+                return (
+                    f"`{cached[2]}` at {self._show(cached[0])}:{cached[1]} keeps the weight a parametrization"
+                    " computed on its first use, with that step's graph, for every step of the loop inside"
+                    f" it, so the call at {raised} goes back into the first step's graph (and the weight"
+                    " no longer follows the optimizer): enter it inside the loop, around one step's"
+                    " forward pass, so that each step computes the weight again."
+                )
+            window = sub in ("rnn", "lstm", "lstm-both") and call and _window(call.site, name)
+            if window:
+                file, start, outer, inner = window[0], *window[1:]
+                at = self._show(file) + ":"
+                return (
+                    f"{var} starts afresh at {at}{start} in each pass of the loop at {at}{outer} and"
+                    f" carries its graph through the loop at {at}{inner}, whose call at {raised} goes"
+                    " back into the passes before it: add up that loop's losses and call backward (and"
+                    f" step) once after it. Detaching {var} after each call also runs, but then each"
+                    f" later loss no longer reaches the pass at {at}{start}."
+                )
             bare = holder and _bare_detach(holder[2], name)
             written = sub == "slices" and f"{self._show(holder[2])}:{holder[3]}"
             if sub == "rnn" and bare:
@@ -1492,6 +1604,15 @@ class _Diagnoser:
                     " goes back through a pass of its own, built from the weights as they are now (retain_graph=True on the first call runs"
                     " only while that pass saved none of the parameters the step changed)."
                 )
+            if between and between[0] == "one":
+                return (
+                    f"One optimizer trains what both losses reach, and it stepped between the calls at"
+                    f" {first} and {raised}, changing parameters of the forward pass at {built} that both go"
+                    " back through: add the losses and call backward once, then step once; to keep two"
+                    f" updates, compute {var} again after the step, for the second loss (with"
+                    " retain_graph=True on the first call, the second would find those parameters changed"
+                    " in place instead)."
+                )
             if between and between[0] == "detach":
                 used, where = between[1][0], f"{self._show(between[1][1])}:{between[1][2]}"
                 return (
@@ -1586,9 +1707,43 @@ def _trained(node, steps, since):
     return False
 
 
+def _params(roots, stop=None, limit=WALK_LIMIT):
+    """The ids of the parameters below the roots, not going below `stop`."""
+    found, stack, seen = set(), list(roots), {}
+    while stack and len(seen) < limit:
+        node = stack.pop()
+        if node is stop or id(node) in seen:
+            continue
+        seen[id(node)] = node
+        variable = getattr(node, "variable", None)
+        if variable is not None:
+            found.add(id(variable))
+        else:
+            stack.extend(_children(node))
+    return found
+
+
+def _predicts(roots, node, limit=64):
+    # Whether a loss reaches the node through no layer of its own: the node is its prediction
+    # (a critic's value), not a feature that it, too, goes on from (an encoder's code).
+    stack, seen = list(roots), set()
+    while stack and len(seen) < limit:
+        here = stack.pop()
+        if here is node:
+            return True
+        children = _children(here)
+        if id(here) not in seen and not any(hasattr(c, "variable") for c in children):
+            seen.add(id(here))
+            stack.extend(children)
+    return False
+
+
 def _own_params(node, limit=32):
     """The ids of the parameters a node uses itself: leaves below it through chains of one
-    child (a Linear's weight through its transpose), not those of the layers before it."""
+    child (a Linear's weight through its transpose), not those of the layers before it; below
+    an activation (one child, no parameter), those of the layer under it."""
+    while len(_children(node)) == 1 and not hasattr(_children(node)[0], "variable") and limit:
+        node, limit = _children(node)[0], limit - 1
     found, stack = set(), list(_children(node))
     while stack and limit:
         limit -= 1

@@ -240,6 +240,32 @@ def test_rnn_over_a_sequence_keeps_torchs_own_inplace_error(tmp_path):
     assert [e["kind"] for e in report["lines"]] == ["forward", "kept", "raises", "changed"]
 
 
+def test_an_optimizer_that_fails_to_build_keeps_its_own_traceback(tmp_path):
+    # The diagnoser notes every optimizer made (to know which train a pass) through
+    # Optimizer.__init__; its frame must not show, caught or not.
+    script = write(
+        tmp_path,
+        "train.py",
+        """
+        import traceback
+
+        import torch
+        from torch import nn
+
+        model = nn.Linear(3, 1)
+        try:
+            torch.optim.SGD([p for p in model.parameters() if p.ndim > 2], lr=0.1)
+        except ValueError:
+            print(traceback.format_exc())
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        torch.optim.Adam([], lr=0.1)
+        """,
+    )
+    first, second, _ = compare(tmp_path, [script.name], reports=0)
+    assert "empty parameter list" in first.stdout and "empty parameter list" in first.stderr
+    assert "diagnose" not in second.stdout + second.stderr
+
+
 def test_readers_profiler_is_left_as_it_was(tmp_path):
     # A burst switches the hooks off through sys.setprofile; a profiler of the reader's own
     # (cProfile, or this one) must see that nothing of it is taken, so no burst happens.
