@@ -500,6 +500,16 @@ def _cached_around(site):
     return None
 
 
+def _ifs(site):
+    # The (file, line) of each `if` whose body holds a line of the site.
+    found = set()
+    for code, line in site:
+        for n in ast.walk(_parse(code.co_filename)):
+            if isinstance(n, ast.If) and n.body[0].lineno <= line <= n.body[-1].end_lineno:
+                found.add((code.co_filename, n.lineno))
+    return found
+
+
 def _fresh(value):
     # A state made anew (zeros, None, init_hidden(), detach()) rather than computed by a model.
     if isinstance(value, ast.Tuple):
@@ -1483,6 +1493,13 @@ class _Diagnoser:
                     f"`{total}` adds up losses the call at {first} already went back through once: keep it"
                     f" without their graphs (`{total} += {added}.detach()`, or `.item()`) and remove the"
                     f" call at {raised}, which would only add those losses' gradients again."
+                )
+            gate = call is not None and _ifs(call.site) - _ifs(freeing.site)
+            if gate:  # the second call runs only sometimes (a logging helper every k steps)
+                return (
+                    f"Call backward once on this loss: the call at {raised} runs only when the `if` at"
+                    f" {self._show(max(gate)[0])}:{max(gate)[1]} holds, after the call at {first} went back"
+                    f" through it: remove it (the gradients the call at {first} left are there to read)."
                 )
             return (
                 f"Call backward once on this loss: remove the call at {raised} or the one at {first} (a second "

@@ -13,6 +13,7 @@ backward of its own.
 # expect-cause: same-loss-twice
 # expect-fix: once
 # expect-not-fix: retain_graph=True
+# expect-not-fix: or the one at
 import torch
 from torch import nn
 
