@@ -1208,7 +1208,10 @@ class _Diagnoser:
                 first, last = max(loops, default=(0, 0))
                 clock = -1 if first <= line <= last else clock
                 break
-        if node is not None and filename is None:
+        updated = node is not None and filename is None and self._updated_in_place(node, frames)
+        if updated:  # an EMA of another model's weights, run with autograd on
+            filename, line, clock = updated[1], updated[2], -1
+        elif node is not None and filename is None:
             if holder:
                 filename = holder[2]
                 at = [n for c, n in freeing.site if c.co_filename == filename]
@@ -1264,6 +1267,8 @@ class _Diagnoser:
                 )
                 again = self._ran_again(code, freeing)
                 sub = _carried(call, freeing, holder, roots, clock, trained, new, again)
+                if updated:
+                    sub, holder = "ema", (updated[0], "module", updated[1], updated[2], None)
                 if sub == "slices":  # torch stops at the earlier step's in-place write
                     report["node"] = dict(self._at(filename, holder[3], None), name="CopySlices")
             elif cause == "shared-forward" and freeing.kind == "grad":
@@ -1319,6 +1324,27 @@ class _Diagnoser:
         if self._ran_again(code, freeing):  # what runs the line ran again, this line not
             return True
         return bool(self.step_hook) and not self._stepped_since(freeing.number)
+
+    def _updated_in_place(self, node, frames):
+        """(name, file, line) of a model whose parameters were updated in place with autograd
+        on (`t.mul_(decay).add_(s)` with no torch.no_grad()), so that they hold a graph that
+        reaches the node; None if there is none."""
+        for frame in frames:
+            for name, value in {**frame.f_globals, **frame.f_locals}.items():
+                if not isinstance(value, torch.nn.Module):
+                    continue
+                grads = [p.grad_fn for p in value.parameters() if p.grad_fn is not None]
+                if not any(_depth(g, node) is not None for g in grads[:8]):
+                    continue
+                filename = frame.f_code.co_filename
+                for n in ast.walk(_parse(filename)):
+                    if not isinstance(n, ast.For) or name not in dict(_names(n.iter, ast.Load)):
+                        continue
+                    for m in ast.walk(n):
+                        attr = getattr(getattr(m, "func", None), "attr", "")
+                        if isinstance(m, ast.Call) and attr.endswith("_") and m.lineno > n.lineno:
+                            return name, filename, m.lineno
+        return None
 
     def _root_names(self, call, frames):
         """(name, frame, scope) for each name a reader frame binds to a tensor the call started
@@ -1506,6 +1532,14 @@ class _Diagnoser:
                 "call would add the same gradients again)."
             )
         if cause == "carried-state":
+            if sub == "ema":
+                return (
+                    f"The parameters of {var} are updated in place at {built} with autograd on, so each"
+                    " update adds to a graph that reaches back through the updates before it, which"
+                    f" earlier calls freed, and the call at {raised} goes back into it: make the update"
+                    f" under `with torch.no_grad():` (and use {var} under `torch.no_grad()` too, if"
+                    " nothing should train through it)."
+                )
             cached = call is not None and _cached_around(call.site)
             if cached:
                 return (
@@ -1599,6 +1633,13 @@ class _Diagnoser:
                     f"Pass retain_graph=True to the torch.autograd.grad call at {first}, which otherwise"
                     f" frees the graph the call at {raised} still needs."
                 )
+            if _grad_of_a_part(call, freeing) and not trained:
+                return (
+                    f"The torch.autograd.grad call at {raised} takes gradients of a part of the loss the"
+                    f" call at {first} already went back through, and nothing steps between them: pass"
+                    f" retain_graph=True to the call at {first}, or take these gradients first (with"
+                    " retain_graph=True) and call backward last."
+                )
             if call is not None and freeing.number > call.number:  # run from a hook inside it
                 return (
                     f"The call at {first} runs inside the call at {raised}, from a hook, and frees the graph"
@@ -1643,12 +1684,17 @@ class _Diagnoser:
                     " before."
                 )
             if again:
-                keep = "" if retained else ", or pass retain_graph=True to every call but the last"
+                # Not if a step between changed what the pass saved: that is the in-place error.
+                keep = (
+                    ""
+                    if retained or trained
+                    else ", or pass retain_graph=True to every call but the last"
+                )
                 return (
                     f"The call at {raised} runs more than once through the forward pass at {built}, which ran"
                     f" once: add the losses and call backward once{keep}."
                 )
-            keep = "" if retained else ", or pass retain_graph=True to the first call"
+            keep = "" if retained or trained else ", or pass retain_graph=True to the first call"
             return (
                 f"The calls at {first} and {raised} both go back through the forward pass at {built}: add the "
                 f"losses and call backward once{keep}; if the first loss should not reach that pass (a GAN's "
@@ -1835,9 +1881,18 @@ def _cause(call, freeing, clock, roots, leaves, once=False, direct=False, rebuil
         return "carried-state"
     if freeing.kind == "backward" and freeing in roots and leaves:
         return "carried-state"
-    if freeing.kind == "backward" and not leaves:
+    if freeing.kind == "backward" and not leaves and not _grad_of_a_part(call, freeing):
         return "same-loss-twice"
     return "shared-forward"
+
+
+def _grad_of_a_part(call, freeing):
+    # torch.autograd.grad of another tensor than the backward's (one task's loss of the sum it
+    # went back through): gradients taken apart, which add nothing to .grad.
+    mine = [r() for r in call.roots]
+    return call.kind == "grad" and not any(
+        r() is t for r in freeing.roots for t in mine if t is not None
+    )
 
 
 def _safe_to_get(value):

@@ -11,6 +11,9 @@ from backtwice import diagnose
 from .conftest import ROOT
 
 CASES = ROOT / "tests" / "diagnose_cases"
+# Cases the diagnoser still gets wrong (written and checked as the others are): not captured,
+# and tests/test_diagnose.py fails once one of them passes, to be moved into CASES.
+PENDING = ROOT / "tests" / "diagnose_pending"
 LABELLED = {"raises", "frees", "forward", "kept", "changed"}
 # Nodes that saved only a Python number below one that saved tensors are dated by their
 # sequence number, which torch 2.0 does not give Python: there these cases name other lines.
@@ -18,6 +21,8 @@ LABELLED = {"raises", "frees", "forward", "kept", "changed"}
 # a trainer's forward under its double-backward penalty, an actor-critic's value head on its trunk.
 SEQUENCE_NEEDED = {"scalar_rand_target.py", "scalar_aux_weight.py", "scalar_temperature.py"}
 SEQUENCE_NEEDED |= {"kalman_cov.py", "trainer_class_callbacks.py", "ac_shared_trunk_two_opts.py"}
+# An EMA run with autograd on: its nodes saved only the decay, so they are dated that way too.
+SEQUENCE_NEEDED |= {"mean_teacher_ema_update.py"}
 # torch 2.0's non-reentrant checkpoint saves through saved-tensor hooks of its own, which hide
 # the diagnoser's inside the checkpointed call: there it sees no node to name (cause None).
 OWN_HOOKS_BEFORE_2_1 = {"ckpt_memory.py"}
@@ -25,12 +30,17 @@ OWN_HOOKS_BEFORE_2_1 = {"ckpt_memory.py"}
 NEWER_API = {"amp_two_opts.py"}
 
 
+def path_of(name):
+    """The case's file, in CASES or PENDING."""
+    return CASES / name if (CASES / name).exists() else PENDING / name
+
+
 def expected(name):
     """The lines each `# expect: ...` marker names, and the `# expect-KEY: VALUE` headers (a
     list per key: -fix, -not-fix and -where may repeat)."""
     lines = {}
     headers = {}
-    for number, text in enumerate((CASES / name).read_text().splitlines(), start=1):
+    for number, text in enumerate(path_of(name).read_text().splitlines(), start=1):
         found = re.search(r"# expect: ([\w -]+)$", text)
         if found:
             for word in found.group(1).split():
@@ -44,6 +54,7 @@ def expected(name):
 
 
 NAMES = sorted(p.name for p in CASES.glob("*.py"))
+WRONG = sorted(p.name for p in PENDING.glob("*.py"))
 RAISING = [name for name in NAMES if expected(name)[1].get("cause") != ["none"]]
 
 
@@ -57,7 +68,7 @@ def check_places(report, name, shown):
     """Check the cause and the raising, freeing, forward and caller lines the markers name;
     `shown` is how the report names the case's file."""
     lines, headers = expected(name)
-    source = (CASES / name).read_text().splitlines()
+    source = path_of(name).read_text().splitlines()
     assert report["cause"] == headers["cause"][0], name
     assert report["raised"]["line"] == lines["raises"][0], name
     assert report["raised"]["file"] == shown, name
@@ -124,7 +135,7 @@ def check_clean(report, name):
 
 def check_report(report, name, shown):
     """Check a report against every marker of its case."""
-    if name not in RAISING:
+    if expected(name)[1].get("cause") == ["none"]:
         check_clean(report, name)
         return
     check_places(report, name, shown)
