@@ -344,3 +344,16 @@ def test_the_reuse_key_reads_the_code_that_runs(tmp_path):
     assert reuse.harness_digest(copy_of) == reuse.harness_digest()
     copy_of.write_text(copy_of.read_text(encoding="utf-8") + "\n", encoding="utf-8")
     assert reuse.harness_digest(copy_of) != reuse.harness_digest()
+
+
+def test_every_case_runs_every_case_for_the_bench(snapshots_copy, tmp_path):
+    folder, path = snapshots_copy
+    before = path.read_bytes()
+    jobs, cases = _counts()
+    result = build("--every-case", "--snapshots", folder, "--out", tmp_path / "site")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(
+        f"ran {jobs} scenarios and loops and {cases} diagnoser cases in "
+    )
+    assert f"unchanged: {path}" in result.stdout
+    assert path.read_bytes() == before
