@@ -35,6 +35,7 @@ import re
 import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import warnings
@@ -1111,7 +1112,13 @@ def main():
     if parallel > 1:  # on one core the early jobs would only slow the warm-up down
         numbers = [number for number, job in enumerate(jobs) if runs_early(job)]
         early = Early(jobs, numbers, repro, channel_fd) if numbers else None
+    # What `import torch` left gets its huge pages now, from a thread on another core while the
+    # warm-up runs (ctypes lets go of the GIL in madvise); what the warm-up adds, once the first
+    # jobs run. The thread ends before anything forks again.
+    collapsing = threading.Thread(target=collapse_memory)
+    collapsing.start()
     warm_up()
+    collapsing.join()
     ready = probe.result(CHILDREN)
     if ready.pop("no_accelerator"):
         _CPU_ONLY.append(True)
