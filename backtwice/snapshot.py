@@ -261,6 +261,17 @@ class Snapshot:
         del data["harness"]
         return data
 
+    def same_records(self, other):
+        """Whether comparable() would give the same data for both, compared as dataclasses:
+        a tenth of the time of turning two snapshots into JSON data."""
+        return _records(self) == _records(other)
+
+
+def _records(snapshot):
+    """A snapshot without what comparable() leaves out."""
+    environment = dataclasses.replace(snapshot.environment, captured="", build="", variables="")
+    return dataclasses.replace(snapshot, environment=environment, harness="")
+
 
 def to_data(value):
     """Turn a dataclass tree into plain JSON data."""
@@ -484,7 +495,7 @@ def combine(captures, directory, say):
         current, notice = load_replaceable(path)
         if notice:
             say(notice)
-        same = current is not None and current.comparable() == fresh.comparable()
+        same = current is not None and current.same_records(fresh)
         previous = (path, current) if current is not None else (others[-1] if others else None)
         if same and current.harness != fresh.harness and _host(current) == _host(fresh):
             kept = dataclasses.replace(current, harness=fresh.harness)

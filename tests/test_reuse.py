@@ -357,3 +357,28 @@ def test_every_case_runs_every_case_for_the_bench(snapshots_copy, tmp_path):
     )
     assert f"unchanged: {path}" in result.stdout
     assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("change", "same"),
+    [
+        (lambda d: d["environment"].update(captured="1999-01-01"), True),
+        (lambda d: d["environment"].update(build="cu999"), True),
+        (lambda d: d["environment"].update(variables="0" * 64), True),
+        (lambda d: d.update(harness="0" * 64), True),
+        (lambda d: d["environment"].update(python="3.10.0"), False),
+        (lambda d: d["scenarios"]["c1_backward_twice"]["raised"].update(line=5), False),
+        (lambda d: d["cases"][sorted(d["cases"])[0]]["report"].update(fix="other"), False),
+        (lambda d: d["sources"].update({"c1_fixed.py": "0" * 64}), False),
+    ],
+    ids=["date", "build-tag", "variables", "harness", "python", "scenario", "case", "source"],
+)
+def test_same_records_agrees_with_comparable(snapshot_data, change, same):
+    # combine() decides whether to write with same_records(), the diff of --check shows
+    # comparable(): they must never disagree.
+    old = snap.parse(json.dumps(snapshot_data), "old.json")
+    data = copy.deepcopy(snapshot_data)
+    change(data)
+    new = snap.parse(json.dumps(data), "new.json")
+    assert old.same_records(new) is same
+    assert (old.comparable() == new.comparable()) is same
