@@ -68,6 +68,9 @@ VARIABLES = (
     "CUDA",
     "CUBLAS",
 )
+# Except what torch sets for itself: importing torch._dynamo puts its cache folder in
+# os.environ, so a build started by a process that imported it (a test) inherits that.
+OWN_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR",)
 DIAGNOSER = "backtwice_diagnose"  # the module name the request's diagnoser is installed as
 ANOMALY_NODE = re.compile(r"Error detected in (\w+)\.")
 # What one job may print: the page shows every printed line, so past this it is a mistake.
@@ -567,11 +570,13 @@ def environment():
 
 
 def variables_digest(environ):
-    """sha256 of the VARIABLES in an environment, names and values."""
+    """sha256 of the VARIABLES in an environment, names and values, but OWN_VARIABLES."""
     import hashlib
 
     text = "".join(
-        name + "=" + environ[name] + "\n" for name in sorted(environ) if name.startswith(VARIABLES)
+        name + "=" + environ[name] + "\n"
+        for name in sorted(environ)
+        if name.startswith(VARIABLES) and name not in OWN_VARIABLES
     )
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 

@@ -262,8 +262,8 @@ class Snapshot:
         return data
 
     def same_records(self, other):
-        """Whether comparable() would give the same data for both, compared as dataclasses:
-        a tenth of the time of turning two snapshots into JSON data."""
+        """Whether comparable() would give the same data for both, compared as dataclasses
+        (a fortieth of the time of turning both into JSON data)."""
         return _records(self) == _records(other)
 
 
