@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import manifest
+from . import manifest, reuse
 from .errors import CaptureError, InputError
 from .snapshot import (
     SCHEMA,
@@ -119,7 +119,7 @@ class Child:
         request = {
             "repro": str(repro.folder.resolve()),
             "modules": modules(repro),
-            "jobs": [{"id": job.id, "file": job.file, "source": job.source} for job in jobs],
+            "jobs": [_sent(job) for job in jobs],
         }
         read, write = os.pipe()
         command = [python, str(HARNESS), str(write)]
@@ -144,11 +144,24 @@ class Child:
         self.lines = queue.Queue()
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
+        self._write(request, last=False)
+
+    def _write(self, message, last):
+        """Send the child one line on its stdin; close it after the last."""
+        if self.proc.stdin.closed:
+            return
         try:
-            self.proc.stdin.write(json.dumps(request).encode("utf-8"))
-            self.proc.stdin.close()
-        except BrokenPipeError:
-            pass
+            self.proc.stdin.write(json.dumps(message).encode("utf-8") + b"\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:  # it died: next() says how
+            last = True
+        if last:
+            with contextlib.suppress(BrokenPipeError):
+                self.proc.stdin.close()
+
+    def more(self, jobs):
+        """Send the jobs chosen once the child is ready, its last message."""
+        self._write({"jobs": [_sent(job) for job in jobs]}, last=True)
 
     def _read(self):
         for line in self.channel:
@@ -177,6 +190,8 @@ class Child:
 
     def stop(self):
         """Stop the child and anything its jobs started, if it still runs."""
+        with contextlib.suppress(BrokenPipeError):
+            self.proc.stdin.close()
         if self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.proc.pid, signal.SIGTERM)  # it kills its descendants, then exits
@@ -205,6 +220,11 @@ class Child:
         return how, quoted(last_line(self.stderr))
 
 
+def _sent(job):
+    """A job as the child reads it."""
+    return {"id": job.id, "file": job.file, "source": job.source}
+
+
 def last_line(handle):
     """The last non-blank line of a file, whatever its bytes."""
     handle.seek(0)
@@ -219,10 +239,13 @@ def quoted(line):
     return f" ({line.encode('unicode_escape').decode('ascii') if not line.isprintable() else line})"
 
 
-def run_child(python, repro, jobs, say, meanwhile=None):
-    """Run the jobs in one child; return (environment dict, results by job id).
+def run_child(python, repro, jobs, later=None, meanwhile=None):
+    """Run the jobs in one child; return (environment dict, results by job id, seconds the
+    jobs took once it was ready).
 
-    `meanwhile`, if given, is called once the child has started, while it imports torch.
+    `later`, if given, is called with the environment once the child is ready and returns more
+    jobs to run after these. `meanwhile`, if given, is called once the child has started, while
+    it imports torch.
     """
     child = Child(python, repro, jobs)
     results = {}
@@ -243,8 +266,10 @@ def run_child(python, repro, jobs, say, meanwhile=None):
                 f"{how} before it could run a scenario{last}; {hint}; nothing was written",
             )
         started = time.perf_counter()
+        more = [] if later is None else later(ready["environment"])
+        child.more(more)
         starts = {}
-        for job in jobs:
+        for job in [*jobs, *more]:
             done = _await_done(child, job, starts)
             starts.pop(job.id, None)
             if "crashed" in done:
@@ -263,10 +288,10 @@ def run_child(python, repro, jobs, say, meanwhile=None):
                 )
             _check_text(job, result)
             results[done["id"]] = result
-        say(f"ran {len(jobs)} scenarios and loops in {time.perf_counter() - started:.2f} s")
+        seconds = time.perf_counter() - started
     finally:
         child.close()
-    return ready["environment"], results
+    return ready["environment"], results, seconds
 
 
 def _check_text(job, result):
@@ -460,21 +485,31 @@ def loop_run(answers, fixed, job, result):
     )
 
 
-def capture(repro, python=None, say=print, today=None, meanwhile=None):
+def capture(repro, python=None, say=print, today=None, meanwhile=None, reuse_from=None):
     """Run every scenario and loop under `python` and return the Snapshot; write nothing.
 
-    `meanwhile` is called while the capture interpreter imports torch: other work that can
-    overlap it."""
+    Every diagnoser case runs too, unless `reuse_from` names a snapshot folder: then a case whose
+    record that folder's snapshot of the same torch holds, captured from the same inputs (see
+    reuse.py), is not run and its record is taken as it is. `meanwhile` is called while the
+    capture interpreter imports torch: other work that can overlap it."""
     python = python or sys.executable
     if not isinstance(repro, manifest.Repro):
         repro = manifest.load(repro)
+    harness = reuse.harness_digest(HARNESS)
     scenarios, builder = repro.scenarios, repro.builder
     jobs = scenario_jobs(scenarios)
     if builder is not None:
         jobs += loop_jobs(builder, repro.folder)
-    cases = case_jobs(repro.cases)
-    jobs += cases
-    env, results = run_child(python, repro, jobs, say, meanwhile)
+    taken = []  # [Reuse], once the environment is known
+
+    def cases_to_run(environment):
+        if reuse_from is not None:
+            taken.append(reuse.choose(reuse_from, repro, environment, harness))
+        records = taken[0].records if taken else {}
+        return case_jobs([case for case in repro.cases if case.name not in records])
+
+    env, results, seconds = run_child(python, repro, jobs, cases_to_run, meanwhile)
+    say(_ran(len(jobs), repro.cases, taken, seconds))
     edited = manifest.changed(repro)
     if edited:
         name = edited[0]
@@ -503,9 +538,33 @@ def capture(repro, python=None, say=print, today=None, meanwhile=None):
         env["device"],
         env["cuda"],
         today,
+        env["variables"],
     )
+    records = taken[0].records if taken else {}
     reports = {
-        case.name: CaseRun(results[job.id]["ended"], results[job.id]["report"])
-        for case, job in zip(repro.cases, cases, strict=True)
+        case.name: records[case.name]
+        if case.name in records
+        else CaseRun(results[f"case {case.name}"]["ended"], results[f"case {case.name}"]["report"])
+        for case in repro.cases
     }
-    return Snapshot(SCHEMA, environment, repro.hashes(), runs, loops, reports)
+    return Snapshot(SCHEMA, environment, repro.hashes(), runs, loops, reports, harness)
+
+
+def _ran(count, cases, taken, seconds):
+    """The line that says what the capture ran, and how many cases it reused and why."""
+    if not cases:
+        return f"ran {count} scenarios and loops in {seconds:.2f} s"
+    if not taken:  # every case was asked for (--check, --recapture)
+        return (
+            f"ran {count} scenarios and loops and {len(cases)} diagnoser cases in {seconds:.2f} s"
+        )
+    reused = len(taken[0].records)
+    note = (
+        f"{reused} reused, unchanged since the capture"
+        if reused
+        else f"none reused: {taken[0].why}"
+    )
+    return (
+        f"ran {count} scenarios and loops and {len(cases) - reused} of {len(cases)} diagnoser "
+        f"cases ({note}) in {seconds:.2f} s"
+    )

@@ -87,6 +87,8 @@ def parse_args(argv):
         "--dry-run", action="store_true", help="with --recapture: print the plan, do nothing"
     )
     parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    # For bench/speed.py: a build that runs every diagnoser case, as --check does, and writes.
+    parser.add_argument("--every-case", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.recapture is not None and args.python:
         parser.error("--recapture chooses an interpreter per version; drop --python")
@@ -182,7 +184,13 @@ def build(args, say):
         return
     from .capture import capture
 
-    fresh = capture(repro, args.python, say, meanwhile=lambda: _read_ahead(args.snapshots))
+    fresh = capture(
+        repro,
+        args.python,
+        say,
+        meanwhile=lambda: _read_ahead(args.snapshots),
+        reuse_from=None if args.every_case else args.snapshots,
+    )
     snapshots, placed = snap.combine([fresh], args.snapshots, say)
     publish(snapshots, placed, repro, args.out, say)
 

@@ -2,14 +2,17 @@
 
 This file is run as a script, possibly by another Python that holds another torch, so it uses
 only the standard library and torch, and stays compatible with Python 3.8. It is started as
-`python harness.py CHANNEL_FD` and reads one JSON request on stdin:
+`python harness.py CHANNEL_FD` and reads one JSON request, a line, on stdin:
 
     {"repro": DIR, "modules": {NAME: {"file": ..., "source": ...}},
      "jobs": [{"id": ..., "file": ..., "source": ...}, ...]}
 
 and writes one JSON object per line on the file descriptor CHANNEL_FD: {"event": "ready",
-"environment": {...}} once torch is imported, then {"event": "start", "id": ...} and
-{"event": "done", "id": ..., "result": {...}} (or "crashed": {...}) per job. Whatever the
+"environment": {...}} once torch is imported and warmed up. It then reads a second line on
+stdin, {"jobs": [...]}: more jobs, which the build chooses once it knows the environment (a
+diagnoser case whose report the snapshot of that same environment holds is not run again); an
+end of input is no more jobs. Then {"event": "start", "id": ...} and {"event": "done", "id":
+..., "result": {...}} (or "crashed": {...}) per job, the first line's jobs first. Whatever the
 interpreter or the scenarios write to stdout or stderr never reaches that channel.
 
 It is a fork server, as DataLoader workers start: torch is imported once, then every job runs
@@ -32,6 +35,7 @@ import re
 import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import warnings
@@ -48,6 +52,25 @@ PINNED_KERNELS = {
     "MKL_CBWR": "COMPATIBLE",
     "ONEDNN_MAX_CPU_ISA": "SSE41",
 }
+# Environment variables that torch, its kernels (MKL, oneDNN, OpenMP) or CUDA read, by the
+# start of their names (TORCH_SHOW_CPP_STACKTRACES, for one, changes torch's messages): the
+# capture reports a hash of those it started with, and a build reuses a diagnoser case's
+# report only from a capture under the same ones.
+VARIABLES = (
+    "TORCH",
+    "PYTORCH",
+    "ATEN_",
+    "MKL_",
+    "ONEDNN_",
+    "DNNL_",
+    "OMP_",
+    "KMP_",
+    "CUDA",
+    "CUBLAS",
+)
+# Except what torch sets for itself: importing torch._dynamo puts its cache folder in
+# os.environ, so a build started by a process that imported it (a test) inherits that.
+OWN_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR",)
 DIAGNOSER = "backtwice_diagnose"  # the module name the request's diagnoser is installed as
 ANOMALY_NODE = re.compile(r"Error detected in (\w+)\.")
 # What one job may print: the page shows every printed line, so past this it is a mistake.
@@ -546,6 +569,18 @@ def environment():
     }
 
 
+def variables_digest(environ):
+    """sha256 of the VARIABLES in an environment, names and values, but OWN_VARIABLES."""
+    import hashlib
+
+    text = "".join(
+        name + "=" + environ[name] + "\n"
+        for name in sorted(environ)
+        if name.startswith(VARIABLES) and name not in OWN_VARIABLES
+    )
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+
+
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 PR_SET_CHILD_SUBREAPER = 36
 _LIBC = []
@@ -681,6 +716,20 @@ def last_line(handle):
     return lines[-1].decode("utf-8", "backslashreplace") if lines else ""
 
 
+_REQUEST = []  # the file descriptor the request comes on: a fork closes it
+
+
+def read_line(fd):
+    """Read one line from a file descriptor, up to its newline or the end of input."""
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
 def run_fork(body):
     """Be a fork of the server for body()'s length, then end it; never return.
 
@@ -689,6 +738,8 @@ def run_fork(body):
     """
     code = 70
     try:
+        while _REQUEST:  # the server's, for the jobs the build sends later: not a job's
+            os.close(_REQUEST.pop())
         die_with_parent(signal.SIGKILL)
         prctl(PR_SET_CHILD_SUBREAPER, 1)
         CHILDREN.ended.clear()
@@ -1031,10 +1082,13 @@ def main():
     prctl(PR_SET_CHILD_SUBREAPER, 1)
     channel_fd = int(sys.argv[1])
 
-    request = json.loads(sys.stdin.read())
+    # The request comes on stdin in two lines, the second once "ready" is sent; a job's stdin
+    # is /dev/null, and its fork closes this descriptor, so no job can read the build's lines.
+    _REQUEST.append(os.dup(0))
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
+    request = json.loads(read_line(_REQUEST[0]))
     channel = os.fdopen(channel_fd, "w")
 
     def send(message):
@@ -1049,6 +1103,7 @@ def main():
     # garbage; the cyclic collector, run again and again over all of them, would take a third
     # of the import. It is switched back on, as every interpreter has it, before any job runs.
     gc.disable()
+    variables = variables_digest(os.environ)  # as the build started it, before the pins
     os.environ.update(PINNED_KERNELS)
     import torch
 
@@ -1062,11 +1117,22 @@ def main():
     if parallel > 1:  # on one core the early jobs would only slow the warm-up down
         numbers = [number for number, job in enumerate(jobs) if runs_early(job)]
         early = Early(jobs, numbers, repro, channel_fd) if numbers else None
+    # What `import torch` left gets its huge pages now, from a thread on another core while the
+    # warm-up runs (ctypes lets go of the GIL in madvise); what the warm-up adds, once the first
+    # jobs run. The thread ends before anything forks again.
+    collapsing = threading.Thread(target=collapse_memory)
+    collapsing.start()
     warm_up()
+    collapsing.join()
     ready = probe.result(CHILDREN)
     if ready.pop("no_accelerator"):
         _CPU_ONLY.append(True)
+    ready["variables"] = variables
     send({"event": "ready", "environment": ready})
+    more = read_line(_REQUEST[0])  # the jobs the build chose on reading the environment
+    os.close(_REQUEST.pop())
+    if more.strip():
+        jobs.extend(json.loads(more)["jobs"])
     gc.enable()
     gc.freeze()  # the forks share these objects' pages instead of copying them
     serve(jobs, repro, send, channel_fd, parallel, early, collapse_memory)

@@ -169,6 +169,12 @@ def _report(placed, page, html, snapshots, started, say):
     from .render import page_stats
 
     for item in placed:
+        if item.same_records:
+            say(
+                f"wrote {item.path}: the same records, made again by changed capture code "
+                "(backtwice/harness.py or capture.py), which it now names"
+            )
+            continue
         say(f"wrote {item.path}" if item.written else f"unchanged: {item.path}")
         if item.written and item.previous is not None:
             report = drift.report(

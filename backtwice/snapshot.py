@@ -14,7 +14,7 @@ from typing import Any
 
 from .errors import InputError, OutputError
 
-SCHEMA = 5
+SCHEMA = 6
 RECAPTURE = "run `python build.py` with torch installed to capture it again"
 NEWER = (
     "was written by a newer build of this project (schema {found}; this build reads schema "
@@ -40,6 +40,10 @@ class Environment:
     """Whether torch.cuda.is_available() was true."""
     captured: str
     """The UTC date of the capture; kept when a recapture changes nothing."""
+    variables: str
+    """sha256 of the environment variables the capture interpreter started with whose names
+    torch, its kernels or CUDA read (harness.VARIABLES: TORCH*, MKL_*, ...); not compared
+    between captures, but a build reuses a diagnoser case's record only under the same ones."""
 
 
 @dataclass(frozen=True)
@@ -237,17 +241,36 @@ class Snapshot:
     """Each checker loop's run, by key (see repro/loop.py Answers.key)."""
     cases: dict[str, CaseRun]
     """The diagnoser's report on each script of tests/diagnose_cases/, by file name."""
+    harness: str
+    """sha256 of the capture's own code, backtwice/harness.py and backtwice/capture.py (which
+    pin the kernels), as it made these records; not compared between captures, but a build
+    reuses a diagnoser case's record only from a snapshot made by the same code."""
 
     def comparable(self):
         """Return the snapshot as JSON data without what may vary between equal captures.
 
-        The date, and the build tag: a CUDA wheel and a CPU wheel of one torch version run these
-        CPU scenarios alike, and which one a machine can install is not the reader's business.
+        The date, the build tag (a CUDA wheel and a CPU wheel of one torch version run these
+        CPU scenarios alike, and which one a machine can install is not the reader's
+        business), and what only decides whether a build may reuse a record: the capture's
+        own code and the variables it ran under.
         """
         data = to_data(self)
         del data["environment"]["captured"]
         del data["environment"]["build"]
+        del data["environment"]["variables"]
+        del data["harness"]
         return data
+
+    def same_records(self, other):
+        """Whether comparable() would give the same data for both, compared as dataclasses
+        (a fortieth of the time of turning both into JSON data)."""
+        return _records(self) == _records(other)
+
+
+def _records(snapshot):
+    """A snapshot without what comparable() leaves out."""
+    environment = dataclasses.replace(snapshot.environment, captured="", build="", variables="")
+    return dataclasses.replace(snapshot, environment=environment, harness="")
 
 
 def to_data(value):
@@ -433,11 +456,20 @@ class Placed:
     path: Path
     """The file it belongs in: DIR/torch-X.Y.Z.json."""
     fresh: Snapshot
-    """The capture."""
+    """The capture; or, when only the code that captured it changed, the file's own snapshot
+    with the new `harness`, its records and date as they were."""
     previous: tuple[Path, Snapshot] | None
     """What it is compared with: the file it replaces, else the newest other snapshot."""
     written: bool
-    """False when the file holds an equal capture, which is kept as it is, date included."""
+    """False when the file holds an equal capture, made by the same code, which is kept as it
+    is, date included."""
+    same_records: bool = False
+    """True when it is written only to record the code that captured it (`harness`)."""
+
+
+def _host(snapshot):
+    """What of a capture's environment is not compared but decides reuse."""
+    return snapshot.environment.build, snapshot.environment.variables
 
 
 def by_version(snapshots):
@@ -450,7 +482,10 @@ def combine(captures, directory, say):
 
     Returns (the (path, Snapshot) pairs to render, one Placed per capture). A file a capture
     would replace that has a newer schema stops it (NewerSchema); a corrupt one is replaced, with
-    a notice; one that holds an equal capture is kept, so its date stays.
+    a notice; one that holds an equal capture is kept, so its date stays. One whose equal
+    records other capture code made gets this code's `harness` and nothing else (a build reuses
+    a diagnoser case's record only from a snapshot made by the same code), unless it was
+    captured with another torch build or other variables, when it is kept as it is.
     """
     directory = Path(directory)
     placed, chosen = [], []
@@ -460,8 +495,13 @@ def combine(captures, directory, say):
         current, notice = load_replaceable(path)
         if notice:
             say(notice)
-        same = current is not None and current.comparable() == fresh.comparable()
+        same = current is not None and current.same_records(fresh)
         previous = (path, current) if current is not None else (others[-1] if others else None)
+        if same and current.harness != fresh.harness and _host(current) == _host(fresh):
+            kept = dataclasses.replace(current, harness=fresh.harness)
+            placed.append(Placed(path, kept, previous, True, same_records=True))
+            chosen.append((path, kept))
+            continue
         placed.append(Placed(path, fresh, previous, not same))
         chosen.append((path, current if same else fresh))
     return by_version([*others, *chosen]), placed
