@@ -58,6 +58,7 @@ CHECKER = {
     "saved-read": "#when=saved&calls=one&reach=nothing&retain=none",
     "inplace-after-retain": "#retain=retain",
     **{"carried-state/" + k: LATER.format(k) for k in ("rnn", "lstm", "lstm-both", "before")},
+    "carried-state/target": LATER.format("before"),
     **{"carried-state/" + k: LATER.format(k) for k in ("frozen", "total", "kept", "bank")},
     "carried-state/attr": LATER.format("bank"),
     "carried-state/slices": LATER.format("bank"),
@@ -1267,6 +1268,8 @@ class _Diagnoser:
                 )
                 again = self._ran_again(code, freeing)
                 sub = _carried(call, freeing, holder, roots, clock, trained, new, again)
+                if sub == "before" and holder and _target(call, node, holder[0]):
+                    sub = "target"
                 if updated:
                     sub, holder = "ema", (updated[0], "module", updated[1], updated[2], None)
                 if sub == "slices":  # torch stops at the earlier step's in-place write
@@ -1364,7 +1367,9 @@ class _Diagnoser:
         ("detach", (name, file, line)): the second loss should not reach them (an actor's loss
         through the critic's value); `name` is what it reaches them through, closest to the loss,
         that leads to no parameter only other optimizers train but through the node."""
-        own = _own_params(node)
+        # A node deep inside the pass (a log-prob's correction below a policy's layers) uses no
+        # parameter itself: the pass's are those below it.
+        own = _own_params(node) or _params([node])
         stepped = [ref() for number, ref in self.steps.values() if number >= freeing.number]
         stepped = [o for o in stepped if o is not None and own & _held(o)]
         if not own or not stepped or call is None:
@@ -1560,6 +1565,16 @@ class _Diagnoser:
                     f" step) once after it. Detaching {var} after each call also runs, but then each"
                     f" later loss no longer reaches the pass at {at}{start}."
                 )
+            leaf = sub == "rnn" and holder and _reads_grad(holder[2], name)
+            if leaf:
+                return (
+                    f"{var} (built at {built}) is carried into the next step with the graph of its"
+                    f" update, and the loop reads its `.grad`: start each step from a fresh leaf,"
+                    f" `{name} = {name}.detach().requires_grad_()` after that update{leaf.rstrip()},"
+                    " or update it in place under `with torch.no_grad():`,"
+                    f" so the call at {raised} goes back through this step only and still fills"
+                    f" `{name}.grad`."
+                )
             bare = holder and _bare_detach(holder[2], name)
             written = sub == "slices" and f"{self._show(holder[2])}:{holder[3]}"
             if sub == "rnn" and bare:
@@ -1606,6 +1621,7 @@ class _Diagnoser:
                 "attr": f"{var} keeps a tensor (built at {built}) whose graph the call at {first} went through: read it as `{name}.detach()` where it is used again, or store a detached copy in it if nothing before that call needs its graph.",
                 "lstm": f"Detach both tensors of {var} after the call at {raised}: `{name} = {pair}`.",
                 "before": f"{var} is built at {built} before the loop from parameters the optimizer trains: compute it inside the loop, in each step before the call at {raised}, so they keep training (or, if it is a target they must not learn from, build it under `with torch.no_grad():`).",
+                "target": f"{var} is built at {built} before the loop from parameters that this step trains again through a forward pass of its own, so it is a target of the update (an advantage, a TD target): take its values, `{name} = {name}.detach()` after it is built (or build it under `with torch.no_grad():`), so that the call at {raised} goes back through this step only.",
                 "frozen": f"{var} (built at {built}) goes back to parameters this loop does not train: use `{name}.detach()` (or build it under `with torch.no_grad():`).",
                 "slices": f"{var} is written in place at {written} and kept across steps, so this step's graph runs back through the earlier steps' writes: start each step from a detached copy (`{name} = {name}.detach()`, before the writes) or a fresh tensor (`torch.zeros_like({name})`).",
                 "rnn": f"Detach {var} (built at {built}) after each step: `{name} = {name}.detach()`, so the call at {raised} goes back through this step only.",
@@ -1817,6 +1833,29 @@ def _own_params(node, limit=32):
         elif len(_children(child)) == 1:
             stack.extend(_children(child))
     return found
+
+
+def _reads_grad(filename, name):
+    # Whether the file reads name.grad or asks it to keep one: a bare detach would leave it
+    # without requires_grad, and its .grad None.
+    text = "".join(linecache.getlines(filename)) if filename else ""
+    read = rf"(?<![\w.]){re.escape(name)}\."
+    if re.search(read + r"retain_grad\(", text):
+        return f" (in place of `{name}.retain_grad()`)"
+    return " " if re.search(read + r"grad\b", text) else ""
+
+
+def _target(call, node, name):
+    # Whether a node built before the loop is a target of the update, to be taken as values,
+    # not a pass to compute again in each step: named as one (PPO's advantages from the critic
+    # on the rollout), and its parameters trained again by this step's own forward pass (the
+    # critic on each minibatch). The name decides between the two: a flow's log-determinant
+    # of a trained weight, cached before the loop, has the same graph and must be computed
+    # again in each step.
+    if not re.search(r"(?i)adv|target|return|baseline", name.split(".")[-1]):
+        return False
+    under = _params(_children(node))
+    return bool(under) and under <= _params(_roots(call), stop=node)
 
 
 def _held(optimizer):
