@@ -2169,7 +2169,11 @@ def main(argv=None):
         if state.unprinted:
             _emit(state.unprinted)
         if isinstance(exc, KeyboardInterrupt):
-            sys.stderr.flush()
+            # Killed by its own SIGINT, as Python ends on one: what the script printed to a
+            # pipe or file is still in its buffer, and Python's own end would have written it.
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(AttributeError, OSError, ValueError):
+                    stream.flush()
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGINT)
         return 1

@@ -32,6 +32,9 @@ def environment():
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     env.pop("NO_COLOR", None)
+    # A reader's Python buffers what goes to a pipe: a diagnoser that lost that buffer on its
+    # way out would pass under a caller's PYTHONUNBUFFERED=1.
+    env.pop("PYTHONUNBUFFERED", None)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     return env
 
