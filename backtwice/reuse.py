@@ -59,19 +59,19 @@ def describe(environment):
     )
 
 
-def _why_none(previous, name, repro, environment, harness):
-    """Why no record of `previous` can be taken, or None when those of unchanged cases can."""
+def _why_none(previous, name, hashes, environment, harness):
+    """Why no record of `previous` can be taken, or None when those of unchanged cases can;
+    `hashes` are repro's (Repro.hashes())."""
     if previous.harness != harness:
         return f"backtwice/harness.py or capture.py changed since {name} was captured"
     before = {field: getattr(previous.environment, field) for field in ENVIRONMENT}
     now = {field: environment[field] for field in ENVIRONMENT}
-    if before != now:
-        if {k: v for k, v in before.items() if k != "variables"} == {
-            k: v for k, v in now.items() if k != "variables"
-        }:
-            return f"{name} was captured under other TORCH*, MKL_*, OMP_* or CUDA* variables"
+    differ = {field for field in ENVIRONMENT if before[field] != now[field]}
+    if differ == {"variables"}:
+        return f"{name} was captured under other TORCH*, MKL_*, OMP_* or CUDA* variables"
+    if differ:
         return f"{name} was captured with {describe(before)}; this is {describe(now)}"
-    for source, digest in repro.hashes().items():
+    for source, digest in hashes.items():
         if not source.startswith(manifest.CASES + "/") and previous.sources.get(source) != digest:
             return f"{shown(source)} changed since {name} was captured"
     return None
@@ -89,10 +89,10 @@ def choose(folder, repro, environment, harness):
         previous = None
     if previous is None:
         return Reuse({}, f"{path.name} cannot be read")
-    why = _why_none(previous, path.name, repro, environment, harness)
+    hashes = repro.hashes()
+    why = _why_none(previous, path.name, hashes, environment, harness)
     if why is not None:
         return Reuse({}, why)
-    hashes = repro.hashes()
     records = {
         case.name: previous.cases[case.name]
         for case in repro.cases
