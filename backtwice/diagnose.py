@@ -1565,12 +1565,13 @@ class _Diagnoser:
                     f" step) once after it. Detaching {var} after each call also runs, but then each"
                     f" later loss no longer reaches the pass at {at}{start}."
                 )
-            leaf = sub == "rnn" and holder and _reads_grad(holder[2], name)
-            if leaf:
+            read = sub == "rnn" and holder and _grad_reads(holder[2], name)
+            if read:
+                kept = f" (in place of `{name}.retain_grad()`)" if "retain_grad" in read else ""
                 return (
                     f"{var} (built at {built}) is carried into the next step with the graph of its"
                     f" update, and the loop reads its `.grad`: start each step from a fresh leaf,"
-                    f" `{name} = {name}.detach().requires_grad_()` after that update{leaf.rstrip()},"
+                    f" `{name} = {name}.detach().requires_grad_()` after that update{kept},"
                     " or update it in place under `with torch.no_grad():`,"
                     f" so the call at {raised} goes back through this step only and still fills"
                     f" `{name}.grad`."
@@ -1835,14 +1836,11 @@ def _own_params(node, limit=32):
     return found
 
 
-def _reads_grad(filename, name):
-    # Whether the file reads name.grad or asks it to keep one: a bare detach would leave it
-    # without requires_grad, and its .grad None.
+def _grad_reads(filename, name):
+    # Which of name.grad and name.retain_grad() the file uses: after a bare detach, name would
+    # no longer require grad, and its .grad would stay None.
     text = "".join(linecache.getlines(filename)) if filename else ""
-    read = rf"(?<![\w.]){re.escape(name)}\."
-    if re.search(read + r"retain_grad\(", text):
-        return f" (in place of `{name}.retain_grad()`)"
-    return " " if re.search(read + r"grad\b", text) else ""
+    return set(re.findall(rf"(?<![\w.]){re.escape(name)}\.(grad\b|retain_grad(?=\())", text))
 
 
 def _target(call, node, name):
