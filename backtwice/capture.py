@@ -1,20 +1,14 @@
 """Run the scenarios in a child interpreter and turn its report into a Snapshot."""
 
-import contextlib
 import datetime
 import json
-import os
-import queue
-import signal
-import subprocess
 import sys
-import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import manifest, reuse
+from .child import HARNESS, Child, quoted
 from .errors import CaptureError, InputError
 from .snapshot import (
     SCHEMA,
@@ -34,7 +28,6 @@ from .snapshot import (
     Traversal,
 )
 
-HARNESS = Path(__file__).with_name("harness.py")
 STARTUP_TIMEOUT = 180.0  # importing torch on a cold disk can take a while
 
 
@@ -104,152 +97,30 @@ def modules(repro):
     return found
 
 
-class Child:
-    """The capture interpreter: a fork server that runs each job in a fresh fork.
-
-    Its messages come over a pipe of their own, so a banner or anything else the interpreter
-    prints goes to its stderr file and cannot be mistaken for one. It runs in a session of its
-    own, so that a Ctrl-C in the terminal reaches only the build, which then stops it; stopped
-    with SIGTERM, it kills every process its jobs started, detached ones included, and if the
-    build dies it gets that SIGTERM from the kernel.
-    """
-
-    def __init__(self, python, repro, jobs):
-        self.stderr = tempfile.TemporaryFile()
-        request = {
-            "repro": str(repro.folder.resolve()),
-            "modules": modules(repro),
-            "jobs": [_sent(job) for job in jobs],
-        }
-        read, write = os.pipe()
-        command = [python, str(HARNESS), str(write)]
-        try:
-            self.proc = subprocess.Popen(
-                command,
-                stdin=subprocess.PIPE,
-                stdout=self.stderr,
-                stderr=self.stderr,
-                pass_fds=(write,),
-                start_new_session=True,
-            )
-        except OSError as exc:
-            os.close(read)
-            raise InputError(
-                python,
-                f"cannot be run ({exc.strerror}); give --python a Python interpreter that has torch; nothing was written",
-            ) from None
-        finally:
-            os.close(write)
-        self.channel = os.fdopen(read, "rb")
-        self.lines = queue.Queue()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-        self._write(request, last=False)
-
-    def _write(self, message, last):
-        """Send the child one line on its stdin; close it after the last."""
-        if self.proc.stdin.closed:
-            return
-        try:
-            self.proc.stdin.write(json.dumps(message).encode("utf-8") + b"\n")
-            self.proc.stdin.flush()
-        except BrokenPipeError:  # it died: next() says how
-            last = True
-        if last:
-            with contextlib.suppress(BrokenPipeError):
-                self.proc.stdin.close()
-
-    def more(self, jobs):
-        """Send the jobs chosen once the child is ready, its last message."""
-        self._write({"jobs": [_sent(job) for job in jobs]}, last=True)
-
-    def _read(self):
-        for line in self.channel:
-            self.lines.put(line)
-        self.lines.put(None)
-
-    def next(self, timeout):
-        """Return the next message, or None if the child ended; raise TimeoutError."""
-        try:
-            line = self.lines.get(timeout=timeout)
-        except queue.Empty:
-            raise TimeoutError from None
-        if line is None:
-            return None
-        try:
-            message = json.loads(line)
-        except ValueError:
-            message = None
-        if not isinstance(message, dict):
-            raise CaptureError(
-                self.proc.args[0],
-                f"sent {line[:60]!r} where the capture harness speaks; give --python a Python "
-                "interpreter that has torch; nothing was written",
-            )
-        return message
-
-    def stop(self):
-        """Stop the child and anything its jobs started, if it still runs."""
-        with contextlib.suppress(BrokenPipeError):
-            self.proc.stdin.close()
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.proc.pid, signal.SIGTERM)  # it kills its descendants, then exits
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=5)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)  # a wrapper's or a stuck child's leftovers
-        self.proc.wait()
-
-    def close(self):
-        """Stop the child and release its pipes and files."""
-        self.stop()
-        self.reader.join(timeout=5)
-        self.channel.close()
-        self.stderr.close()
-
-    def died(self):
-        """Describe how the child ended: 'exited with code N' or 'was killed by signal N', and
-        its last line on stderr in parentheses (or nothing)."""
-        try:
-            self.proc.wait(timeout=10)  # the channel closed: let it finish exiting before we look
-        except subprocess.TimeoutExpired:
-            self.stop()
-        code = self.proc.returncode
-        how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
-        return how, quoted(last_line(self.stderr))
-
-
 def _sent(job):
     """A job as the child reads it."""
     return {"id": job.id, "file": job.file, "source": job.source}
 
 
-def last_line(handle):
-    """The last non-blank line of a file, whatever its bytes."""
-    handle.seek(0)
-    lines = [line.strip() for line in handle.read().splitlines() if line.strip()]
-    return lines[-1].decode("utf-8", "backslashreplace") if lines else ""
-
-
-def quoted(line):
-    """A line of a child's output for an error message: in parentheses, escaped, or nothing."""
-    if not line:
-        return ""
-    return f" ({line.encode('unicode_escape').decode('ascii') if not line.isprintable() else line})"
-
-
-def run_child(python, repro, jobs, later=None, meanwhile=None):
+def run_child(python, repro, jobs, later=None, meanwhile=None, child=None):
     """Run the jobs in one child; return (environment dict, results by job id, seconds the
     jobs took once it was ready).
 
     `later`, if given, is called with the environment once the child is ready and returns more
     jobs to run after these. `meanwhile`, if given, is called once the child has started, while
-    it imports torch.
+    it imports torch. `child`, if given, is a Child of `python` started earlier, which this
+    closes; otherwise one is started now.
     """
-    child = Child(python, repro, jobs)
+    child = child or Child(python)
     results = {}
     try:
+        child.send(
+            {
+                "repro": str(repro.folder.resolve()),
+                "modules": modules(repro),
+                "jobs": [_sent(job) for job in jobs],
+            }
+        )
         if meanwhile is not None:
             meanwhile()
         try:
@@ -267,7 +138,7 @@ def run_child(python, repro, jobs, later=None, meanwhile=None):
             )
         started = time.perf_counter()
         more = [] if later is None else later(ready["environment"])
-        child.more(more)
+        child.more([_sent(job) for job in more])
         starts = {}
         for job in [*jobs, *more]:
             done = _await_done(child, job, starts)
@@ -485,13 +356,14 @@ def loop_run(answers, fixed, job, result):
     )
 
 
-def capture(repro, python=None, say=print, today=None, meanwhile=None, reuse_from=None):
+def capture(repro, python=None, say=print, today=None, meanwhile=None, reuse_from=None, child=None):
     """Run every scenario and loop under `python` and return the Snapshot; write nothing.
 
     Every diagnoser case runs too, unless `reuse_from` names a snapshot folder: then a case whose
     record that folder's snapshot of the same torch holds, captured from the same inputs (see
     reuse.py), is not run and its record is taken as it is. `meanwhile` is called while the
-    capture interpreter imports torch: other work that can overlap it."""
+    capture interpreter imports torch: other work that can overlap it. `child`, if given, is
+    that interpreter, started earlier with Child(python)."""
     python = python or sys.executable
     if not isinstance(repro, manifest.Repro):
         repro = manifest.load(repro)
@@ -508,7 +380,7 @@ def capture(repro, python=None, say=print, today=None, meanwhile=None, reuse_fro
         records = taken[0].records if taken else {}
         return case_jobs([case for case in repro.cases if case.name not in records])
 
-    env, results, seconds = run_child(python, repro, jobs, cases_to_run, meanwhile)
+    env, results, seconds = run_child(python, repro, jobs, cases_to_run, meanwhile, child)
     say(_ran(len(jobs), repro.cases, taken, seconds))
     edited = manifest.changed(repro)
     if edited:

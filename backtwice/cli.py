@@ -1,17 +1,20 @@
-"""The command line: capture, render, check."""
+"""The command line: capture, render, check.
+
+A build that captures starts the capture interpreter first (child.Child), before this process
+has imported the rest of the build or read repro/: the interpreter imports torch meanwhile, on
+another core. This module therefore imports only what that needs at its top, and the rest of
+the build where it is used.
+"""
 
 import argparse
 import contextlib
-import difflib
-import json
 import os
 import re
 import signal
 import sys
 from pathlib import Path
 
-from . import drift, manifest
-from . import snapshot as snap
+from .child import Child
 from .errors import (
     EXIT_CODES,
     EXIT_HUNG_UP,
@@ -23,10 +26,11 @@ from .errors import (
     OutputError,
     Stopped,
 )
-from .publish import publish
-from .recapture import DEFAULT_ENVS, recapture
 
 ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_ENVS = (
+    Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "backtwice" / "envs"
+)
 
 
 def parse_args(argv):
@@ -102,6 +106,8 @@ def parse_args(argv):
 
 def json_diff(old, new, old_name, new_name):
     """Return a unified diff of two snapshots' comparable JSON."""
+    import difflib
+    import json
 
     def lines(data):
         return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False).splitlines(
@@ -131,13 +137,17 @@ class Say:
             os.close(devnull)
 
 
-def check(args, say):
+def check(args, say, child):
     """Capture and compare with the committed snapshot; raise CheckError on any difference."""
+    from . import drift, manifest
+    from . import snapshot as snap
     from .capture import capture
     from .render import render_page
 
     repro = manifest.load(args.repro)
-    fresh = capture(repro, args.python, say, meanwhile=lambda: _read_ahead(args.snapshots))
+    fresh = capture(
+        repro, args.python, say, meanwhile=lambda: _read_ahead(args.snapshots), child=child
+    )
     path = args.snapshots / snap.file_name(fresh.environment.torch)
     committed = snap.load(path)
     diff = json_diff(committed.comparable(), fresh.comparable(), str(path), "fresh capture")
@@ -169,14 +179,19 @@ def _read_ahead(folder):
 
     A folder that cannot be read is left for combine() to report."""
     from . import render  # noqa: F401  # imported now rather than after the capture
+    from . import snapshot as snap
 
     with contextlib.suppress(BuildError):
         for path in sorted(Path(folder).glob("torch-*.json")):
             snap.load_replaceable(path)
 
 
-def build(args, say):
+def build(args, say, child):
     """Capture unless --render-only, then render; write the snapshot and the page, or neither."""
+    from . import manifest
+    from . import snapshot as snap
+    from .publish import publish
+
     check_out(args.out)
     repro = manifest.load(args.repro)
     if args.render_only:
@@ -190,6 +205,7 @@ def build(args, say):
         say,
         meanwhile=lambda: _read_ahead(args.snapshots),
         reuse_from=None if args.every_case else args.snapshots,
+        child=child,
     )
     snapshots, placed = snap.combine([fresh], args.snapshots, say)
     publish(snapshots, placed, repro, args.out, say)
@@ -226,10 +242,15 @@ def main(argv=None):
 
 def run(args, say):
     """Run the command the arguments name; return the exit code."""
+    child = None
     try:
+        if args.check or (args.recapture is None and not args.render_only):
+            child = Child(args.python or sys.executable)
         if args.check:
-            check(args, say)
+            check(args, say, child)
         elif args.recapture is not None:
+            from .recapture import recapture
+
             recapture(
                 args.recapture,
                 args.snapshots,
@@ -241,7 +262,7 @@ def run(args, say):
                 args.dry_run,
             )
         else:
-            build(args, say)
+            build(args, say, child)
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -263,4 +284,7 @@ def run(args, say):
                 file=sys.stderr,
             )
         return stop.exit_code
+    finally:
+        if child is not None:
+            child.close()  # the capture closed it, unless the build stopped before that
     return EXIT_OK

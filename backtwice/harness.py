@@ -2,7 +2,8 @@
 
 This file is run as a script, possibly by another Python that holds another torch, so it uses
 only the standard library and torch, and stays compatible with Python 3.8. It is started as
-`python harness.py CHANNEL_FD` and reads one JSON request, a line, on stdin:
+`python harness.py CHANNEL_FD`, imports torch, and then reads one JSON request, a line, on stdin
+(the build starts it before it has read repro/, so that both go on at once):
 
     {"repro": DIR, "modules": {NAME: {"file": ..., "source": ...}},
      "jobs": [{"id": ..., "file": ..., "source": ...}, ...]}
@@ -992,10 +993,17 @@ def collapse_memory():
     """Back this process's anonymous memory with huge pages where Linux can (MADV_COLLAPSE):
     a fork then copies one page table entry per 2 MiB instead of 512, and its end frees as
     few. Memory, and so every job's outcome, stays as it was; where Linux cannot, nothing."""
+    for _ in collapse_steps():
+        pass
+
+
+def collapse_steps():
+    """collapse_memory() one huge page at a time, yielding after each: a few milliseconds of
+    work apiece, which the server does while it would otherwise wait for its jobs."""
     try:
         import ctypes
 
-        madvise = ctypes.CDLL(None, use_errno=True).madvise
+        madvise = ctypes.CDLL(None).madvise
         madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
         with open("/proc/self/maps") as handle:
             maps = handle.read().splitlines()
@@ -1007,18 +1015,20 @@ def collapse_memory():
             continue
         low, high = (int(bound, 16) for bound in fields[0].split("-"))
         start, end = -(-low // HUGE_PAGE) * HUGE_PAGE, high // HUGE_PAGE * HUGE_PAGE
-        if end > start:
-            madvise(start, end - start, MADV_COLLAPSE)  # EINVAL before Linux 6.1: no matter
+        for page in range(start, end, HUGE_PAGE):
+            madvise(page, HUGE_PAGE, MADV_COLLAPSE)  # EINVAL before Linux 6.1: no matter
+            yield True
 
 
-def serve(jobs, repro, send, channel, parallel, early=None, meanwhile=None):
+def serve(jobs, repro, send, channel, parallel, early=None, idle=None):
     """Run each job in a fork of this process, `parallel` at a time; report them in order.
 
-    `meanwhile`, if given, is called once the first jobs run: work for this process that makes
-    the later forks cheaper, done while it would otherwise wait. `early`, if given, is an Early
-    fork already at work on some of the jobs; its reports are read every few milliseconds. It
-    takes none of the `parallel` places: it is near its end by the time the server is warm, and
-    `meanwhile` holds the server up for a while then.
+    `idle`, if given, is an iterator of short steps of work for this process that make the
+    later forks cheaper (collapse_steps()): one step is done each time no job has ended, in
+    place of waiting, so that the jobs keep every core busy meanwhile. `early`, if given, is an
+    Early fork already at work on some of the jobs; its reports are read every few
+    milliseconds. It takes none of the `parallel` places: it is near its end by the time the
+    server is warm.
 
     A job kills what it started before it ends; what a job that crashed left behind comes back
     to this process (a subreaper) and is killed as soon as the job has ended.
@@ -1048,16 +1058,18 @@ def serve(jobs, repro, send, channel, parallel, early=None, meanwhile=None):
             running[spare.pid] = (number, spare)
             spare = Spare(jobs, repro, channel)
             started += 1
-        if meanwhile is not None:
-            meanwhile()
-            meanwhile = None
-        if early is not None and early.pid in running:
+        early_runs = early is not None and early.pid in running
+        if early_runs:
             from_early(early.take())
-            pid, status = CHILDREN.poll()
-            if pid is None:
-                time.sleep(0.002)
-        else:
-            pid, status = CHILDREN.wait()
+        pid, status = CHILDREN.poll()
+        if pid is None:
+            if idle is not None and next(idle, None) is None:
+                idle = None  # the work is done
+            if idle is None:
+                if early_runs:
+                    time.sleep(0.002)
+                else:
+                    pid, status = CHILDREN.wait()
         if pid in running:
             number, fork = running.pop(pid)
             if number is None:
@@ -1088,15 +1100,12 @@ def main():
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
-    request = json.loads(read_line(_REQUEST[0]))
     channel = os.fdopen(channel_fd, "w")
 
     def send(message):
         channel.write(json.dumps(message, sort_keys=True) + "\n")
         channel.flush()
 
-    repro = request["repro"]
-    sys.path.insert(0, repro)
     import gc
 
     # Importing torch and torch._dynamo makes hundreds of thousands of objects and almost no
@@ -1108,6 +1117,14 @@ def main():
     import torch
 
     torch.set_num_threads(1)  # before any op: no intra-op pool to break in the forks
+    # The build started this process first and wrote the request meanwhile; no request is a
+    # build that stopped before it had one (its output folder, or repro/, was wrong).
+    line = read_line(_REQUEST[0])
+    if not line.strip():
+        return 0
+    request = json.loads(line)
+    repro = request["repro"]
+    sys.path.insert(0, repro)
     for name, module in sorted(request.get("modules", {}).items()):
         install_module(name, module["file"], module["source"])
     jobs = request["jobs"]
@@ -1135,7 +1152,7 @@ def main():
         jobs.extend(json.loads(more)["jobs"])
     gc.enable()
     gc.freeze()  # the forks share these objects' pages instead of copying them
-    serve(jobs, repro, send, channel_fd, parallel, early, collapse_memory)
+    serve(jobs, repro, send, channel_fd, parallel, early, collapse_steps())
     return 0
 
 

@@ -172,7 +172,7 @@ def _report(placed, page, html, snapshots, started, say):
         if item.same_records:
             say(
                 f"wrote {item.path}: the same records, made again by changed capture code "
-                "(backtwice/harness.py or capture.py), which it now names"
+                "(backtwice/harness.py, capture.py or child.py), which it now names"
             )
             continue
         say(f"wrote {item.path}" if item.written else f"unchanged: {item.path}")

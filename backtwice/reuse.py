@@ -8,7 +8,7 @@ is taken only when all of these are as they were at its capture:
 
 - the case's own text; backtwice/diagnose.py; every file of repro/ (on the case's sys.path):
   the snapshot's `sources`;
-- the capture's own code, backtwice/harness.py and backtwice/capture.py, which also pin the
+- the capture's own code, backtwice/harness.py, capture.py and child.py, which also pin the
   kernels: the snapshot's `harness`;
 - what the capture interpreter reports: torch's version and build tag, Python's version, the
   platform, the device, and the variables torch and its kernels read (`environment`).
@@ -23,16 +23,16 @@ from . import snapshot as snap
 from .agreement import shown
 from .errors import InputError
 
-CODE = ("harness.py", "capture.py")  # the capture's own code, beside this file
+CODE = ("harness.py", "capture.py", "child.py")  # the capture's own code, beside this file
 # The environment fields a record is reused under; `captured` (a date) alone is left out.
 ENVIRONMENT = ("torch", "build", "python", "platform", "device", "cuda", "variables")
 
 
 def harness_digest(harness=None):
-    """sha256 of the capture's own code: harness.py (or the file that runs as it) and
-    capture.py, as the snapshot's `harness` records it."""
+    """sha256 of the capture's own code: harness.py (or the file that runs as it), capture.py
+    and child.py, as the snapshot's `harness` records it."""
     folder = Path(__file__).parent
-    files = [Path(harness) if harness else folder / CODE[0], folder / CODE[1]]
+    files = [Path(harness) if harness else folder / CODE[0], *(folder / name for name in CODE[1:])]
     digest = hashlib.sha256()
     for path in files:
         digest.update(manifest.sha256(manifest.read_text(path)).encode("ascii"))
@@ -63,7 +63,7 @@ def _why_none(previous, name, hashes, environment, harness):
     """Why no record of `previous` can be taken, or None when those of unchanged cases can;
     `hashes` are repro's (Repro.hashes())."""
     if previous.harness != harness:
-        return f"backtwice/harness.py or capture.py changed since {name} was captured"
+        return f"backtwice/harness.py, capture.py or child.py changed since {name} was captured"
     before = {field: getattr(previous.environment, field) for field in ENVIRONMENT}
     now = {field: environment[field] for field in ENVIRONMENT}
     differ = {field for field in ENVIRONMENT if before[field] != now[field]}

@@ -242,7 +242,7 @@ class Snapshot:
     cases: dict[str, CaseRun]
     """The diagnoser's report on each script of tests/diagnose_cases/, by file name."""
     harness: str
-    """sha256 of the capture's own code, backtwice/harness.py and backtwice/capture.py (which
+    """sha256 of the capture's own code, backtwice/harness.py, capture.py and child.py (which
     pin the kernels), as it made these records; not compared between captures, but a build
     reuses a diagnoser case's record only from a snapshot made by the same code."""
 

@@ -1,6 +1,7 @@
 """The capture harness on small repro folders written into tmp_path."""
 
 import json
+import subprocess
 import sys
 import textwrap
 
@@ -9,6 +10,8 @@ import pytest
 from backtwice import snapshot as snap
 from backtwice.capture import capture
 from backtwice.errors import CaptureError, InputError
+
+from .conftest import ROOT
 
 MESSAGE_START = "Trying to backward through the graph a second time"
 
@@ -494,3 +497,46 @@ def test_any_x86_machine_captures_the_same_numbers(tmp_path, monkeypatch):
         printed.append([o.text for o in captured.scenarios["kernels"].outputs])
     assert len(printed[0]) == 8
     assert printed[0] == printed[1]
+
+
+SERVED_WITH_IDLE_WORK = """\
+import json, os, sys, time
+from backtwice import harness
+
+events = []
+
+
+def idle():
+    for step in range(6):
+        events.append(["idle", step])
+        time.sleep(0.05)
+        yield True
+
+
+jobs = [
+    {"id": f"j{n}", "file": os.path.join(sys.argv[1], f"j{n}.py"), "source": "import time\\ntime.sleep(0.2)\\n"}
+    for n in range(3)
+]
+_, channel = os.pipe()
+harness.serve(jobs, sys.argv[1], lambda m: events.append([m["event"], m["id"]]), channel, 1, None, idle())
+print(json.dumps(events))
+"""
+
+
+def test_the_servers_idle_work_is_done_while_jobs_run(tmp_path):
+    # The server collapses its memory a huge page at a time where it would otherwise wait for
+    # a job: every step is done, jobs run meanwhile, and each is still reported in order.
+    result = subprocess.run(
+        [sys.executable, "-c", SERVED_WITH_IDLE_WORK, str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    events = [tuple(event) for event in json.loads(result.stdout.splitlines()[-1])]
+    jobs = [event for event in events if event[0] != "idle"]
+    assert jobs == [(event, f"j{n}") for n in range(3) for event in ("start", "done")]
+    assert [event for event in events if event[0] == "idle"] == [("idle", n) for n in range(6)]
+    first = events[events.index(("start", "j0")) + 1 : events.index(("done", "j0"))]
+    assert ("idle", 0) in first, "the idle work waited for the first job to end"

@@ -158,7 +158,7 @@ def test_an_edited_harness_runs_every_case_and_the_snapshot_names_the_new_code(
     assert ran == sorted(CASES)
     assert line.startswith(
         "ran 1 scenarios and loops and 3 of 3 diagnoser cases (none reused: "
-        f"backtwice/harness.py or capture.py changed since {placed.path.name} was captured) in "
+        f"backtwice/harness.py, capture.py or child.py changed since {placed.path.name} was captured) in "
     )
     # The same records: the file changes in its `harness` alone, its date kept.
     assert placed.written and placed.same_records
@@ -338,7 +338,7 @@ def test_the_committed_snapshot_of_the_pin_names_this_capture_code():
     # Else every build reruns every case until one writes it again: run `python build.py` and
     # commit snapshots/torch-X.Y.Z.json.
     assert snap.load(committed_path()).harness == reuse.harness_digest(), (
-        "backtwice/harness.py or capture.py changed: run `python build.py` and commit "
+        "backtwice/harness.py, capture.py or child.py changed: run `python build.py` and commit "
         f"{committed_path().relative_to(ROOT)}"
     )
 
