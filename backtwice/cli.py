@@ -146,7 +146,11 @@ def check(args, say, child):
 
     repro = manifest.load(args.repro)
     fresh = capture(
-        repro, args.python, say, meanwhile=lambda: _read_ahead(args.snapshots), child=child
+        repro,
+        args.python,
+        say,
+        meanwhile=lambda: _read_ahead(args.snapshots, repro),
+        child=child,
     )
     path = args.snapshots / snap.file_name(fresh.environment.torch)
     committed = snap.load(path)
@@ -174,16 +178,20 @@ def check_out(out):
             return
 
 
-def _read_ahead(folder):
-    """Read the snapshots while the capture interpreter starts; combine() then finds them read.
-
-    A folder that cannot be read is left for combine() to report."""
+def _read_ahead(folder, repro, ahead=None):
+    """While the capture interpreter imports torch (a second or more, on another core): read
+    the snapshots and, given a list `ahead`, render the page from them as they are into it, as
+    (snapshots, page). A capture that leaves them as they are, as one does when nothing
+    changed, has that page written (publish()). What goes wrong here is left for the build to
+    find and report."""
     from . import render  # noqa: F401  # imported now rather than after the capture
     from . import snapshot as snap
+    from .publish import finished_page
 
     with contextlib.suppress(BuildError):
-        for path in sorted(Path(folder).glob("torch-*.json")):
-            snap.load_replaceable(path)
+        snapshots = snap.load_dir(folder)
+        if ahead is not None:
+            ahead.append((snapshots, finished_page(snapshots, repro)))
 
 
 def build(args, say, child):
@@ -199,16 +207,17 @@ def build(args, say, child):
         return
     from .capture import capture
 
+    ahead = []
     fresh = capture(
         repro,
         args.python,
         say,
-        meanwhile=lambda: _read_ahead(args.snapshots),
+        meanwhile=lambda: _read_ahead(args.snapshots, repro, ahead),
         reuse_from=None if args.every_case else args.snapshots,
         child=child,
     )
     snapshots, placed = snap.combine([fresh], args.snapshots, say)
-    publish(snapshots, placed, repro, args.out, say)
+    publish(snapshots, placed, repro, args.out, say, ahead[0] if ahead else None)
 
 
 STOPPING = {

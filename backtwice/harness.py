@@ -989,17 +989,9 @@ MADV_COLLAPSE = 25  # linux/mman.h, Linux 6.1 and later
 HUGE_PAGE = 2 << 20
 
 
-def collapse_memory():
-    """Back this process's anonymous memory with huge pages where Linux can (MADV_COLLAPSE):
-    a fork then copies one page table entry per 2 MiB instead of 512, and its end frees as
-    few. Memory, and so every job's outcome, stays as it was; where Linux cannot, nothing."""
-    for _ in collapse_steps():
-        pass
-
-
-def collapse_steps():
-    """collapse_memory() one huge page at a time, yielding after each: a few milliseconds of
-    work apiece, which the server does while it would otherwise wait for its jobs."""
+def _collapsible():
+    """madvise, and the (start, end) of each run of whole huge pages in this process's
+    anonymous memory; no regions where ctypes or /proc cannot say."""
     try:
         import ctypes
 
@@ -1008,15 +1000,37 @@ def collapse_steps():
         with open("/proc/self/maps") as handle:
             maps = handle.read().splitlines()
     except (OSError, AttributeError):
-        return
+        return None, []
+    regions = []
     for line in maps:
         fields = line.split()
         if fields[1] != "rw-p" or fields[5:] not in ([], ["[heap]"]):
             continue
         low, high = (int(bound, 16) for bound in fields[0].split("-"))
         start, end = -(-low // HUGE_PAGE) * HUGE_PAGE, high // HUGE_PAGE * HUGE_PAGE
+        if end > start:
+            regions.append((start, end))
+    return madvise, regions
+
+
+def collapse_memory():
+    """Back this process's anonymous memory with huge pages where Linux can (MADV_COLLAPSE):
+    a fork then copies one page table entry per 2 MiB instead of 512, and its end frees as
+    few. Memory, and so every job's outcome, stays as it was; where Linux cannot, nothing.
+    One system call per region (ctypes lets go of the GIL in each): from a thread, the
+    interpreter's other thread is held up as little as can be."""
+    madvise, regions = _collapsible()
+    for start, end in regions:
+        madvise(start, end - start, MADV_COLLAPSE)  # EINVAL before Linux 6.1: no matter
+
+
+def collapse_steps():
+    """collapse_memory() one huge page at a time, yielding after each: a few milliseconds of
+    work apiece at most, which the server does while it would otherwise wait for its jobs."""
+    madvise, regions = _collapsible()
+    for start, end in regions:
         for page in range(start, end, HUGE_PAGE):
-            madvise(page, HUGE_PAGE, MADV_COLLAPSE)  # EINVAL before Linux 6.1: no matter
+            madvise(page, HUGE_PAGE, MADV_COLLAPSE)
             yield True
 
 
@@ -1135,8 +1149,8 @@ def main():
         numbers = [number for number, job in enumerate(jobs) if runs_early(job)]
         early = Early(jobs, numbers, repro, channel_fd) if numbers else None
     # What `import torch` left gets its huge pages now, from a thread on another core while the
-    # warm-up runs (ctypes lets go of the GIL in madvise); what the warm-up adds, once the first
-    # jobs run. The thread ends before anything forks again.
+    # warm-up runs; what the warm-up adds, a huge page at a time while the first jobs run. The
+    # thread ends before anything forks again.
     collapsing = threading.Thread(target=collapse_memory)
     collapsing.start()
     warm_up()

@@ -129,26 +129,37 @@ def signals_held():
                 signal.raise_signal(caught[0])
 
 
-def publish(snapshots, placed, repro, out, say):
-    """Render, then write the changed snapshots and the page together, or nothing.
-
-    `placed` lists the fresh captures among `snapshots` (snapshot.Placed); a claim that fails
-    is reported with the capture change behind it. A stop signal (Ctrl-C, SIGTERM, SIGHUP) that
-    comes once the files are being written waits until they are; the build then stops saying
-    so (Stopped with written=True).
-    """
+def finished_page(snapshots, repro):
+    """The page of these snapshots, as it is written: rendered, control characters made
+    visible, and checked against them; raise ClaimError (or InputError) where it cannot be."""
     from .render import render_page
 
-    started = time.perf_counter()
-    try:
-        html = render_page(snapshots, repro)
-    except ClaimError as error:
-        explained = (explain(error, item.previous, item.fresh) for item in placed)
-        raise next((e for e in explained if e is not error), error) from None
-    html = visible(html)
+    html = visible(render_page(snapshots, repro))
     check_page(
         html, snapshots, repro if isinstance(repro, manifest.Repro) else manifest.load(repro)
     )
+    return html
+
+
+def publish(snapshots, placed, repro, out, say, ahead=None):
+    """Render, then write the changed snapshots and the page together, or nothing.
+
+    `placed` lists the fresh captures among `snapshots` (snapshot.Placed); a claim that fails
+    is reported with the capture change behind it. `ahead`, if given, is (snapshots, page) from
+    finished_page() while the capture ran: when those snapshots equal these, the page is that
+    one, since it is a function of the snapshots and repro/ alone. A stop signal (Ctrl-C,
+    SIGTERM, SIGHUP) that comes once the files are being written waits until they are; the
+    build then stops saying so (Stopped with written=True).
+    """
+    started = time.perf_counter()
+    if ahead is not None and ahead[0] == snapshots:
+        html, started = ahead[1], None
+    else:
+        try:
+            html = finished_page(snapshots, repro)
+        except ClaimError as error:
+            explained = (explain(error, item.previous, item.fresh) for item in placed)
+            raise next((e for e in explained if e is not error), error) from None
     page = out / "index.html"
     writes = [(item.path, snap.dumps(item.fresh)) for item in placed if item.written]
     written = False
@@ -165,7 +176,8 @@ def publish(snapshots, placed, repro, out, say):
 
 
 def _report(placed, page, html, snapshots, started, say):
-    """Say what was written, the drift, which snapshot the page leads with, and its prose."""
+    """Say what was written, the drift, which snapshot the page leads with, and its prose;
+    `started` is when the page's render began, None for a page rendered ahead."""
     from .render import page_stats
 
     for item in placed:
@@ -182,7 +194,10 @@ def _report(placed, page, html, snapshots, started, say):
             )
             say(report.rstrip("\n"))
     size = len(html.encode("utf-8"))
-    say(f"wrote {page} ({size:,} bytes) in {time.perf_counter() - started:.2f} s")
+    if started is None:
+        say(f"wrote {page} ({size:,} bytes), rendered while torch was imported")
+    else:
+        say(f"wrote {page} ({size:,} bytes) in {time.perf_counter() - started:.2f} s")
     lead, newest = snapshots[-1]
     say(f"page leads with torch {newest.environment.torch} ({_shown(lead)})")
     stats = page_stats(html)

@@ -201,6 +201,39 @@ def test_build_then_rebuild_leaves_snapshot_untouched(tmp_path, snapshots_copy):
     )
 
 
+def test_the_page_rendered_while_torch_imports_is_used_only_when_the_capture_matches(
+    tmp_path, snapshots_copy, snapshot_data
+):
+    # The build renders the page from the snapshots as they are while torch imports. Here the
+    # capture differs (a doctored printed loss): the page is rendered again, from the fresh
+    # capture. Then nothing differs: the page rendered ahead is written, the same bytes.
+    folder, path = snapshots_copy
+
+    def change(data):
+        printed = data["scenarios"]["c1_fixed"]["outputs"][0]
+        printed["text"] = printed["text"] + "1"
+
+    doctor_file(path, snapshot_data, change)
+    assert (
+        build("--render-only", "--snapshots", folder, "--out", tmp_path / "doctored").returncode
+        == 0
+    )
+    first = build("--snapshots", folder, "--out", tmp_path / "site")
+    assert first.returncode == 0, first.stderr
+    page = (tmp_path / "site" / "index.html").read_bytes()
+    assert "rendered while torch was imported" not in first.stdout
+    assert page != (tmp_path / "doctored" / "index.html").read_bytes()
+    second = build("--snapshots", folder, "--out", tmp_path / "site")
+    assert second.returncode == 0, second.stderr
+    assert "index.html (" in second.stdout
+    assert ", rendered while torch was imported\n" in second.stdout
+    assert (tmp_path / "site" / "index.html").read_bytes() == page
+    assert (
+        build("--render-only", "--snapshots", folder, "--out", tmp_path / "again").returncode == 0
+    )
+    assert (tmp_path / "again" / "index.html").read_bytes() == page
+
+
 def test_hanging_scenario_writes_nothing(tmp_path, snapshots_copy):
     folder, path = snapshots_copy
     before = path.read_bytes()
