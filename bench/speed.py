@@ -85,17 +85,18 @@ def main():
         out = ["--snapshots", str(snaps), "--out", str(Path(tmp) / "site"), "--quiet"]
         times = turns(
             [
+                [sys.executable, "-c", ONE_STEP],
                 [sys.executable, "build.py", *out],
                 [sys.executable, "build.py", "--every-case", *out],
                 [sys.executable, "-c", "import torch"],
-                [sys.executable, "-c", ONE_STEP],
                 [sys.executable, "build.py", "--render-only", *out],
             ],
             args.runs,
         )
-        build, every_case, torch, step, render = map(statistics.median, times)
-        # A machine whose speed drifts (a shared host) moves both commands of a turn alike.
-        per_turn = statistics.median(b / s for b, s in zip(times[0], times[3], strict=True))
+        step, build, every_case, torch, render = map(statistics.median, times)
+        # A machine whose speed drifts (a shared host) moves two commands run one after the
+        # other alike: the step, then the build.
+        per_turn = statistics.median(b / s for s, b in zip(times[0], times[1], strict=True))
         in_process = render_in_process(out, args.runs)
     repro = ROOT / "repro"
     loops = capture.loop_jobs(manifest.load_loop_builder(repro), repro)
@@ -109,7 +110,7 @@ def main():
     print(f"one SGD step, fresh process   {step:6.2f} s   ({step / torch:.2f} x import torch)")
     print(f"build / one SGD step          {build / step:6.2f}   (target <= 1.25)")
     print(
-        f"  the same, median of turns     {per_turn:6.2f}   (each build against the step after it)"
+        f"  the same, median of turns     {per_turn:6.2f}   (each build against the step just before it)"
     )
     print(
         f"build.py --every-case         {every_case:6.2f} s   ({every_case / step:.2f} x the step: "
