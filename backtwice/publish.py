@@ -7,7 +7,7 @@ import threading
 import time
 from pathlib import Path
 
-from . import drift, manifest
+from . import drift, manifest, reuse
 from . import snapshot as snap
 from .errors import EXIT_INTERRUPTED, REWRITE, ClaimError, PageError, Stopped
 
@@ -184,7 +184,7 @@ def _report(placed, page, html, snapshots, started, say):
         if item.same_records:
             say(
                 f"wrote {item.path}: the same records, made again by changed capture code "
-                "(backtwice/harness.py, capture.py or child.py), which it now names"
+                f"({reuse.CODE_NAMED}), which it now names"
             )
             continue
         say(f"wrote {item.path}" if item.written else f"unchanged: {item.path}")

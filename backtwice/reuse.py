@@ -24,6 +24,7 @@ from .agreement import shown
 from .errors import InputError
 
 CODE = ("harness.py", "capture.py", "child.py")  # the capture's own code, beside this file
+CODE_NAMED = f"backtwice/{', '.join(CODE[:-1])} or {CODE[-1]}"  # as messages name it
 # The environment fields a record is reused under; `captured` (a date) alone is left out.
 ENVIRONMENT = ("torch", "build", "python", "platform", "device", "cuda", "variables")
 
@@ -63,7 +64,7 @@ def _why_none(previous, name, hashes, environment, harness):
     """Why no record of `previous` can be taken, or None when those of unchanged cases can;
     `hashes` are repro's (Repro.hashes())."""
     if previous.harness != harness:
-        return f"backtwice/harness.py, capture.py or child.py changed since {name} was captured"
+        return f"{CODE_NAMED} changed since {name} was captured"
     before = {field: getattr(previous.environment, field) for field in ENVIRONMENT}
     now = {field: environment[field] for field in ENVIRONMENT}
     differ = {field for field in ENVIRONMENT if before[field] != now[field]}

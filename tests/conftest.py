@@ -119,3 +119,13 @@ def browser_type_launch_args(browser_type_launch_args):
     if executable:
         args["executable_path"] = executable
     return args
+
+
+def alive(pid):
+    """Whether a process runs (a zombie, ended and waiting to be reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
+            stat = handle.read()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"

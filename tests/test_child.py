@@ -1,7 +1,6 @@
 """The capture interpreter's head start: started before the build reads repro/, sent its
 request without the build waiting on it, and stopped however the build ends."""
 
-import os
 import subprocess
 import sys
 import time
@@ -9,7 +8,7 @@ import time
 from backtwice import child, cli, manifest
 from backtwice.errors import EXIT_INPUT, InputError
 
-from .conftest import ROOT
+from .conftest import ROOT, alive
 
 
 def sleeper(tmp_path, seconds):
@@ -53,14 +52,7 @@ def test_a_request_larger_than_a_pipe_does_not_hold_the_build(tmp_path):
     closed = time.monotonic() - began
     assert sent < 0.5, f"sending took {sent:.2f} s: the build waited for the interpreter"
     assert closed < 5, f"closing took {closed:.2f} s"
-    pid = int((tmp_path / "pid").read_text())
-    assert not os.path.exists(f"/proc/{pid}") or "Z" in _state(pid)
-
-
-def _state(pid):
-    with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
-        stat = handle.read()
-    return stat[stat.rindex(")") + 2]
+    assert not alive(int((tmp_path / "pid").read_text()))
 
 
 def test_an_interpreter_that_cannot_start_is_reported_after_the_builds_own_checks(tmp_path):

@@ -31,7 +31,7 @@ from backtwice.errors import (
     OutputError,
 )
 
-from .conftest import REPRO, ROOT, committed_path, doctor_file
+from .conftest import REPRO, ROOT, alive, committed_path, doctor_file
 from .test_cli import build
 
 OLD_PAGE = "the old page\n"
@@ -437,16 +437,6 @@ def read_pids(pidfile, deadline=120):
         assert time.monotonic() < end, "the scenario never started"
         time.sleep(0.05)
     return [int(pid) for pid in pidfile.read_text().split()]
-
-
-def alive(pid):
-    """Whether a process runs (a zombie, ended and waiting to be reaped, does not)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
-            stat = handle.read()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
 
 
 def none_survive(pids, within=10.0):
