@@ -142,7 +142,7 @@ def check(args, say, child):
     from . import drift, manifest
     from . import snapshot as snap
     from .capture import capture
-    from .render import render_page
+    from .publish import finished_page, site
 
     repro = manifest.load(args.repro)
     fresh = capture(
@@ -163,7 +163,7 @@ def check(args, say, child):
             path,
             "differs from a fresh capture (diff above); run `python build.py` to update it and commit the result",
         )
-    render_page(snap.load_dir(args.snapshots), repro)
+    site(finished_page(snap.load_dir(args.snapshots), repro), repro)  # what a build writes
     say(f"{path} matches a fresh capture; the page renders")
 
 

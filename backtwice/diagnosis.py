@@ -88,10 +88,8 @@ def view(snapshots, repro):
                 "recapture, or change SHOWN in backtwice/diagnosis.py",
             )
         reports.append({"id": ident, "title": titles[ident], "text": run.diagnosis.text})
-    source = repro.sources[DIAGNOSER]
     return {
         "reports": reports,
         "versions": versions_sentence(snapshots),
-        "source": source,
-        "lines": len(source.splitlines()),
+        "lines": len(repro.sources[DIAGNOSER].splitlines()),
     }

@@ -54,7 +54,7 @@ def check_page(html, snapshots, repro):
                     )
 
 
-LEFTOVER = re.compile(r"\.(index\.html|torch-[0-9.]+\.json)\.[A-Za-z0-9_]{8}")
+LEFTOVER = re.compile(r"\.(index\.html|diagnose\.py|torch-[0-9.]+\.json)\.[A-Za-z0-9_]{8}")
 
 
 def remove_leftovers(folders, say):
@@ -141,8 +141,21 @@ def finished_page(snapshots, repro):
     return html
 
 
+PAGE = "index.html"
+TOOL = "diagnose.py"
+"""The diagnoser, written beside the page it is linked from (href="diagnose.py")."""
+
+
+def site(html, repro):
+    """The files of the site, by name: the page and, beside it, the diagnoser as repro/ read it
+    (the text the snapshot's hashes and the page's reports are of), byte for byte."""
+    if not isinstance(repro, manifest.Repro):
+        repro = manifest.load(repro)
+    return {PAGE: html, TOOL: repro.sources[manifest.DIAGNOSER]}
+
+
 def publish(snapshots, placed, repro, out, say, ahead=None):
-    """Render, then write the changed snapshots and the page together, or nothing.
+    """Render, then write the changed snapshots, the page and the diagnoser together, or nothing.
 
     `placed` lists the fresh captures among `snapshots` (snapshot.Placed); a claim that fails
     is reported with the capture change behind it. `ahead`, if given, is (snapshots, page) from
@@ -160,22 +173,22 @@ def publish(snapshots, placed, repro, out, say, ahead=None):
         except ClaimError as error:
             explained = (explain(error, item.previous, item.fresh) for item in placed)
             raise next((e for e in explained if e is not error), error) from None
-    page = out / "index.html"
+    files = {out / name: text for name, text in site(html, repro).items()}
     writes = [(item.path, snap.dumps(item.fresh)) for item in placed if item.written]
     written = False
     try:
         with signals_held():
             remove_leftovers([out, *(path.parent for path, _ in snapshots)], say)
-            snap.write_all([*writes, (page, html)])  # all or nothing, even on OSError
+            snap.write_all([*writes, *files.items()])  # all or nothing, even on OSError
             written = True
-            _report(placed, page, html, snapshots, started, say)
+            _report(placed, files, snapshots, started, say)
     except KeyboardInterrupt:
         raise Stopped(EXIT_INTERRUPTED, "interrupted", written=written) from None
     except Stopped as stop:
         raise Stopped(stop.exit_code, stop.how, written=written) from None
 
 
-def _report(placed, page, html, snapshots, started, say):
+def _report(placed, files, snapshots, started, say):
     """Say what was written, the drift, which snapshot the page leads with, and its prose;
     `started` is when the page's render began, None for a page rendered ahead."""
     from .render import page_stats
@@ -193,11 +206,13 @@ def _report(placed, page, html, snapshots, started, say):
                 item.previous[1], item.fresh, item.previous[0].name, item.path.name
             )
             say(report.rstrip("\n"))
+    (page, html), (tool, source) = files.items()
     size = len(html.encode("utf-8"))
     if started is None:
         say(f"wrote {page} ({size:,} bytes), rendered while torch was imported")
     else:
         say(f"wrote {page} ({size:,} bytes) in {time.perf_counter() - started:.2f} s")
+    say(f"wrote {tool} ({len(source.encode('utf-8')):,} bytes), {manifest.DIAGNOSER} as it is")
     lead, newest = snapshots[-1]
     say(f"page leads with torch {newest.environment.torch} ({_shown(lead)})")
     stats = page_stats(html)

@@ -1,13 +1,10 @@
-// The diagnoser's download link: a file made in the page from the source shown above it, so
-// the page holds one copy of diagnose.py. Without JavaScript the source can still be copied.
+// The diagnoser's fetch command: the link's text becomes diagnose.py's full address, from this
+// page's own location (text only), and the note that asks the reader to copy it goes.
 (function () {
   "use strict";
-  var code = document.getElementById("diagnose-source");
-  var slot = document.getElementById("diagnose-download");
-  if (!code || !slot) return;
-  var link = document.createElement("a");
-  link.textContent = "Download diagnose.py";
-  link.download = "diagnose.py";
-  link.href = URL.createObjectURL(new Blob([code.textContent], { type: "text/x-python" }));
-  slot.appendChild(link);
+  var link = document.getElementById("tool-url");
+  var hint = document.getElementById("tool-hint");
+  if (!link) return;
+  link.textContent = new URL(link.getAttribute("href"), location.href).href;
+  if (hint) hint.hidden = true;
 })();

@@ -11,9 +11,9 @@ import re
 
 import pytest
 
-from backtwice import diagnose, diagnosis, manifest
+from backtwice import cli, diagnose, diagnosis, manifest
 from backtwice import snapshot as snap
-from backtwice.errors import ClaimError
+from backtwice.errors import EXIT_OUTPUT, ClaimError
 from backtwice.render import render_page
 
 from .conftest import REPRO, SNAPSHOTS
@@ -189,11 +189,33 @@ def test_every_raising_checker_loop(tmp_path, answers):
     assert any(BUILDER.build_loop(b) == source for b in selected), checked
 
 
-def test_the_page_shows_the_diagnoser_verbatim(built_html):
-    found = re.search(r'<code id="diagnose-source">(.*?)</code>', built_html, re.S)
-    shown = html.unescape(found.group(1))
-    assert shown == manifest.DIAGNOSER_FILE.read_text(encoding="utf-8")
-    assert built_html.count("def format_report(") == 1  # one copy: the download is built from it
+def test_the_page_links_the_diagnoser_beside_it(built_html):
+    answer = built_html[built_html.index('<section id="answer"') : built_html.index("</section>")]
+    assert '<a href="diagnose.py" download>' in answer  # from the short answer
+    section = built_html[built_html.index('<section id="diagnoser"') :]
+    assert '<a href="diagnose.py" download>' in section
+    assert '<pre class="command"><code>curl -O <a id="tool-url" href="diagnose.py">' in section
+
+
+def site_build(out):
+    """A --render-only build of the committed snapshots into `out`; return its exit code."""
+    return cli.main(["--render-only", "--quiet", "--snapshots", str(SNAPSHOTS), "--out", str(out)])
+
+
+def test_the_build_writes_the_diagnoser_beside_the_page_byte_for_byte(tmp_path):
+    assert site_build(tmp_path) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["diagnose.py", "index.html"]
+    # Whatever backtwice/diagnose.py holds now, not a stored copy or hash.
+    assert (tmp_path / "diagnose.py").read_bytes() == manifest.DIAGNOSER_FILE.read_bytes()
+
+
+def test_the_page_and_the_diagnoser_are_written_together_or_not_at_all(tmp_path, capsys):
+    (tmp_path / "index.html").write_text("the old page", encoding="utf-8")
+    (tmp_path / "diagnose.py").mkdir()  # a folder where the file goes: its rename fails
+    assert site_build(tmp_path) == EXIT_OUTPUT
+    assert "cannot be written" in capsys.readouterr().err
+    assert (tmp_path / "index.html").read_text(encoding="utf-8") == "the old page"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["diagnose.py", "index.html"]
 
 
 def test_the_page_shows_the_captured_reports(built_html, snapshots):
@@ -201,7 +223,7 @@ def test_the_page_shows_the_captured_reports(built_html, snapshots):
     shown = [
         html.unescape(text)
         for text in re.findall(
-            r'<figure class="diagnosis">.*?<pre class="output">(.*?)</pre>', built_html, re.S
+            r'<figure class="diagnosis">.*?<pre class="output"[^>]*>(.*?)</pre>', built_html, re.S
         )
     ]
     assert shown == [newest.scenarios[i].diagnosis.text for i in diagnosis.SHOWN]
