@@ -156,6 +156,33 @@ def test_page_height_with_every_details_closed(page: Page, built_page, viewport,
     assert 3 * viewport["height"] < height <= limit, height
 
 
+# Each pre's line boxes, counted from where its text lands, and its non-empty lines of text.
+LINE_BOXES = """[...document.querySelectorAll('pre')].map((pre) => {
+  const range = document.createRange();
+  range.selectNodeContents(pre);
+  const step = parseFloat(getComputedStyle(pre).lineHeight);
+  const top = pre.getBoundingClientRect().top;
+  const rows = new Set([...range.getClientRects()].filter((r) => r.width > 0)
+    .map((r) => Math.floor((r.top - top + step / 2) / step)));
+  const lines = pre.textContent.split("\\n").filter((line) => line.trim()).length;
+  return [pre.className || pre.parentElement.className, rows.size, lines,
+    pre.scrollWidth > pre.clientWidth];
+})"""
+
+
+def test_no_code_or_report_wraps_on_a_phone(page: Page, built_page):
+    page.set_viewport_size(PHONE)
+    page.goto(built_page.as_uri())
+    page.evaluate("document.querySelectorAll('details').forEach((d) => { d.open = true; })")
+    boxes = page.evaluate(LINE_BOXES)
+    assert len(boxes) > 40
+    wrapped = [(name, rows, lines) for name, rows, lines, _ in boxes if rows != lines]
+    assert wrapped == []
+    # Some lines are wider than a phone: they scroll inside their box, not the page.
+    assert any(scrolls for *_, scrolls in boxes)
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+
+
 def test_phone_first_screen_holds_the_explanation_and_a_fix_as_code(page: Page, built_page):
     page.set_viewport_size(PHONE)
     page.goto(built_page.as_uri())

@@ -194,7 +194,10 @@ def test_the_page_links_the_diagnoser_beside_it(built_html):
     assert '<a href="diagnose.py" download>' in answer  # from the short answer
     section = built_html[built_html.index('<section id="diagnoser"') :]
     assert '<a href="diagnose.py" download>' in section
-    assert '<pre class="command"><code>curl -O <a id="tool-url" href="diagnose.py">' in section
+    assert (
+        '<pre class="command" tabindex="0"><code>curl -O <a id="tool-url" href="diagnose.py">'
+        in section
+    )
 
 
 def site_build(out):

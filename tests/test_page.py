@@ -193,7 +193,9 @@ def test_code_blocks_are_the_repro_files_or_their_changed_lines(built_html):
             continue
         assert f'Changes from <a href="#s-{base}">repro/{base}.py</a>:' in shown, ident
         assert render.BASES.get(base) is None, f"{ident}: its base is itself a diff"
-        diff = text_of(re.search(r'<pre class="vdiff"><code>(.*?)</code></pre>', shown, re.S)[1])
+        diff = text_of(
+            re.search(r'<pre class="vdiff" tabindex="0"><code>(.*?)</code></pre>', shown, re.S)[1]
+        )
         new, old = source.splitlines(), sources[base].splitlines()
         kinds = []
         for line in diff.splitlines():
@@ -215,7 +217,8 @@ def test_no_loop_is_shown_in_full_twice(built_html):
     """Each full code block differs from every other: no loop repeats with a line or two changed."""
     page = re.sub(r"<(script|style|head)\b.*?</\1>", " ", built_html, flags=re.S)
     blocks = [
-        text_of(b) for b in re.findall(r'<div class="hl"><pre><code>(.*?)</code>', page, re.S)
+        text_of(b)
+        for b in re.findall(r'<div class="hl"><pre tabindex="0"><code>(.*?)</code>', page, re.S)
     ]
     sources = [s.path.read_text(encoding="utf-8") for s in load_manifest(REPRO)]
     flat = html.unescape(re.sub(r"<[^>]+>", "", page))
@@ -281,7 +284,9 @@ def test_prose_under_1600_words_and_the_message_at_most_twice(built_html, newest
 def test_short_answer_shows_each_fix_as_the_lines_that_changed(built_html):
     section = re.search(r'<section id="answer".*?</section>', built_html, re.S).group(0)
     blocks = re.findall(
-        r'<a href="#([\w-]+)">.*?<pre class="fix"><code>(.*?)</code></pre>', section, re.S
+        r'<a href="#([\w-]+)">.*?<pre class="fix" tabindex="0"><code>(.*?)</code></pre>',
+        section,
+        re.S,
     )
     assert [where for where, _ in blocks] == [fix[3] for fix in render.FIXES]
     for (broken, fixed, _, _), (_, code) in zip(render.FIXES, blocks, strict=True):
