@@ -125,6 +125,30 @@ def detached_rnn_runs(s):
     return {"steps": len(losses)}
 
 
+def detached_lstm_runs(s):
+    _runs(s, "c2_lstm_detach")
+    rows = f.printed(s, "c2_lstm_detach", "step")
+    require(len(rows) > 2, f"it printed {len(rows)} steps")
+    kinds = {row[-1] for row in rows}
+    require(kinds == {"tuple"}, f"the state after the line was {kinds}, not a tuple")
+    return {"steps": len(rows)}
+
+
+def before_loop_raises(s):
+    raised = _raises(s, "c2_before_loop")
+    require(raised.message == _raises(s, MAIN).message, "it raised another message")
+    steps = f.steps_printed(s, "c2_before_loop")
+    require(steps and steps[-1] == 2, f"it raised on step {steps[-1] if steps else '?'}, not 2")
+    return {"code": raised.code}
+
+
+def before_loop_no_grad_runs(s):
+    _runs(s, "c2_before_loop_no_grad")
+    losses = list(f.per_step(s, "c2_before_loop_no_grad", "loss").values())
+    require(len(losses) > 2 and losses[-1] < losses[0], f"the loss went {losses}, not down")
+    return {"steps": len(losses)}
+
+
 def _depths(s, scenario):
     return [row[2] for row in f.printed(s, scenario, "graph depth at step")]
 
@@ -427,8 +451,26 @@ CLAIMS = (
     Claim(
         "detached_rnn_runs",
         "cause-2",
-        "With <code>h = h.detach()</code> at the end of each step all {steps} steps run.",
+        "Detached at the end of each step, all {steps} steps run.",
         detached_rnn_runs,
+    ),
+    Claim(
+        "detached_lstm_runs",
+        "cause-2",
+        "An <code>nn.LSTM</code> carries a tuple <code>(h, c)</code>, which has no <code>.detach()</code>; the same line detaches both, and all {steps} steps run.",
+        detached_lstm_runs,
+    ),
+    Claim(
+        "before_loop_raises",
+        "cause-2",
+        "A tensor computed once before the loop, with autograd on, is carried state too: step 2's backward at <code>{code}</code> reaches into the graph step 1 freed.",
+        before_loop_raises,
+    ),
+    Claim(
+        "before_loop_no_grad_runs",
+        "cause-2",
+        "Computed under <code>torch.no_grad()</code> it holds no graph: all {steps} steps run. A tensor made by weights that train belongs inside the step.",
+        before_loop_no_grad_runs,
     ),
     Claim(
         "unassigned_detach_changes_nothing",

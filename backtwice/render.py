@@ -40,6 +40,8 @@ BASES = {
     "c1_fixed": "c1_backward_twice",
     "scalar_mul_twice": "nosave_twice",
     "c2_rnn_detach": "c2_no_detach",
+    "c2_lstm_detach": "c2_no_detach",
+    "c2_before_loop_no_grad": "c2_before_loop",
     "c2_detach_unassigned": "c2_no_detach",
     "c2_retain_graph": "c2_detach",
     "c3_summed": "c3_two_backwards",
@@ -246,6 +248,12 @@ FIXES = (
         "c2_rnn_detach",
         "A hidden state carried into the next step: detach it at the end of each step.",
         "cause-2",
+    ),
+    (
+        "c2_before_loop",
+        "c2_before_loop_no_grad",
+        "A tensor computed before the loop, by a model not trained: <code>no_grad()</code>.",
+        "s-c2_before_loop",
     ),
     (
         "c3_two_backwards",

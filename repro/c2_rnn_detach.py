@@ -12,5 +12,5 @@ for step in range(1, 5):
     loss = nn.functional.mse_loss(head(h), ys[step - 1])
     loss.backward()
     opt.step()
-    h = h.detach()
+    h = h.detach() if torch.is_tensor(h) else tuple(t.detach() for t in h)
     print("step", step, "loss", round(loss.item(), 4))

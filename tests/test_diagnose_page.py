@@ -32,6 +32,12 @@ KNOWN = {
         {MODEL},
     ),
     "c2_no_detach": CARRIED,
+    "c2_before_loop": (
+        "carried-state",
+        ("loss.backward()", 1),
+        ("loss.backward()", 1),
+        {"feats = encoder(x).relu()"},
+    ),
     "c2_detach_unassigned": CARRIED,
     "scalar_mul_twice": (
         "same-loss-twice",

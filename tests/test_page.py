@@ -305,7 +305,34 @@ def test_short_answer_shows_each_fix_as_the_lines_that_changed(built_html):
                 assert text in old and text in new, line
             assert "print(" not in text
     text = text_of(section)
-    assert "+     h = h.detach()" in text and "fake.detach()" in text
+    assert f"+     {HIDDEN_LINE}" in text and "fake.detach()" in text
+
+
+# The short answer's line for a carried hidden state, as the page shows it.
+HIDDEN_LINE = "h = h.detach() if torch.is_tensor(h) else tuple(t.detach() for t in h)"
+
+
+def test_the_hidden_state_line_detaches_an_lstm_tuple_and_an_rnncell_tensor(built_html):
+    torch = pytest.importorskip("torch")
+    answer = text_of(built_html[: built_html.index("</section>")])
+    (line,) = [row[2:].strip() for row in answer.splitlines() if "h.detach()" in row]
+    assert line == HIDDEN_LINE
+    for name in ("c2_rnn_detach", "c2_lstm_detach"):  # what ran: an nn.RNNCell, an nn.LSTM
+        assert f"    {HIDDEN_LINE}\n" in (REPRO / f"{name}.py").read_text(encoding="utf-8")
+    nn = torch.nn
+    lstm, cell = nn.LSTM(2, 4), nn.RNNCell(2, 4)
+    x = torch.randn(1, 2)
+    for model, h in ((lstm, lstm(x)[1]), (cell, cell(x))):
+        names = {"h": h, "torch": torch}
+        exec(line, names)
+        after = names["h"]
+        assert type(after) is type(h), model
+        tensors = list(after) if isinstance(after, tuple) else [after]
+        before = list(h) if isinstance(h, tuple) else [h]
+        assert [t.shape for t in tensors] == [t.shape for t in before]
+        assert all(t.grad_fn is None and not t.requires_grad for t in tensors)
+        assert all(torch.equal(a, b) for a, b in zip(tensors, before, strict=True))
+        model(x, after)  # the next step takes it as its state
 
 
 def test_training_scenarios_have_a_model_and_an_optimizer_and_toys_say_so():
@@ -383,6 +410,9 @@ DOCTORED = {
     "detached_rnn_runs": _set(
         _scenario("c2_rnn_detach", "raised"), lambda d: d["scenarios"]["c2_no_detach"]["raised"]
     ),
+    "detached_lstm_runs": _set(_printed("c2_lstm_detach", 1, -1), "Tensor"),
+    "before_loop_raises": _set(_printed("c2_before_loop", 1, 1), 3),
+    "before_loop_no_grad_runs": _set(_printed("c2_before_loop_no_grad", -1, 3), 99.0),
     "second_loss_raises": _set(_scenario("c3_two_backwards", "anomaly"), None),
     "summed_equals_retained": _set(_printed("c3_retain", 0, 3), {"tensor": [9.0, 9.0, 9.0]}),
     "gan_detach_isolates_g": _set(_printed("c4_gan_detach", 2, 3), TENSOR),
