@@ -457,7 +457,7 @@ CLAIMS = (
     Claim(
         "detached_lstm_runs",
         "cause-2",
-        "An <code>nn.LSTM</code> carries a tuple <code>(h, c)</code>, which has no <code>.detach()</code>; the same line detaches both, and all {steps} steps run.",
+        "An <code>nn.LSTM</code> carries a tuple <code>(h, c)</code>: the same line detaches both, and all {steps} steps run.",
         detached_lstm_runs,
     ),
     Claim(
