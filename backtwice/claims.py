@@ -69,6 +69,10 @@ def two_triggers(s):
     backward = _raises(s, MAIN)
     read = _raises(s, "saved_tensors")
     require(read.message == backward.message, "reading a saved tensor raises another message")
+    grad = _raises(s, "grad_twice")
+    require(grad.message == backward.message, "a second autograd.grad raises another message")
+    require("autograd.grad" in (grad.code or ""), f"grad_twice raised at {grad.code!r}")
+    _runs(s, "nosave_twice")
     require("backward" in (backward.code or ""), f"{MAIN} raised at {backward.code!r}")
     require("_saved_" in (read.code or ""), f"saved_tensors raised at {read.code!r}")
     return {}
@@ -358,6 +362,7 @@ def lede(s):
     carried_raises_on_step_2(s)
     message = _raises(s, MAIN).message
     require(_raises(s, "c2_no_detach").message == message, "carried state raises another message")
+    require(_raises(s, "c3_two_backwards").message == message, "two losses raise another message")
     return {}
 
 
@@ -382,7 +387,10 @@ def retain_depends_on_step(s):
         raised = kept[key].raised
         require("modified by an inplace operation" in raised.message, f"{key} raised another error")
         require(_stepped_before_raise(kept[key]), f"{key} fails with no opt.step() before it")
-    return {"loops": len(kept), "failed": len(failed), "ran": len(ran)}
+    summed_equals_retained(s)
+    jacobian_rows_run(s)
+    inplace_follows_retain(s)
+    return {"mib": memory_freed_or_kept(s)["mib"]}
 
 
 def scalar_saved(s):
@@ -409,13 +417,13 @@ CLAIMS = (
     Claim(
         "two_triggers",
         "error",
-        "Two things trigger it: a second backward through part of a graph, and reading a saved tensor after backward freed it.",
+        "A <code>backward()</code> or <code>autograd.grad</code> raises it on reaching a node whose saved tensors an earlier pass freed, as does code reading one. Nodes that save nothing can be walked again.",
         two_triggers,
     ),
     Claim(
         "second_backward_raises",
         "cause-1",
-        "A second <code>loss.backward()</code> in one step raises: the first freed what the graph saved. Often a helper calls it, and its caller too.",
+        "A second <code>loss.backward()</code> in one step raises: the first freed what the graph saved.",
         second_backward_raises,
     ),
     Claim(
@@ -457,19 +465,19 @@ CLAIMS = (
     Claim(
         "detached_lstm_runs",
         "cause-2",
-        "An <code>nn.LSTM</code> carries a tuple <code>(h, c)</code>: the same line detaches both, and all {steps} steps run.",
+        "For an <code>nn.LSTM</code>'s tuple <code>(h, c)</code> the same line detaches both: all {steps} steps run.",
         detached_lstm_runs,
     ),
     Claim(
         "before_loop_raises",
         "cause-2",
-        "A tensor computed once before the loop, with autograd on, is carried state too: step 2's backward at <code>{code}</code> reaches into the graph step 1 freed.",
+        "A tensor computed before the loop with autograd on is carried state too: step 2's <code>{code}</code> reaches into step 1's freed graph.",
         before_loop_raises,
     ),
     Claim(
         "before_loop_no_grad_runs",
         "cause-2",
-        "Computed under <code>torch.no_grad()</code> it holds no graph: all {steps} steps run. A tensor made by weights that train belongs inside the step.",
+        "Made under <code>torch.no_grad()</code> it has no graph: all {steps} steps run. Compute one made by trained weights inside the step.",
         before_loop_no_grad_runs,
     ),
     Claim(
@@ -487,7 +495,7 @@ CLAIMS = (
     Claim(
         "retained_depth_grows_by_one",
         "cause-2",
-        "With <code>retain_graph=True</code> it grows by one a step ({depths}): each backward walks the whole history.",
+        "In this toy, with <code>retain_graph=True</code> instead, it grows every step ({depths}), and each backward walks the whole history.",
         retained_depth_grows_by_one,
     ),
     Claim(
@@ -577,7 +585,7 @@ CLAIMS = (
     Claim(
         "memory_freed_or_kept",
         "retain",
-        "Without it none of {saved} saved tensors survives <code>backward()</code>; with it all {alive} ({mib} MiB) stay alive.",
+        "Without it, <code>backward()</code> frees all {saved} tensors the graph saved; with it, all {alive} ({mib} MiB) stay alive.",
         memory_freed_or_kept,
     ),
     Claim(
@@ -595,13 +603,13 @@ CLAIMS = (
     Claim(
         "lede",
         "answer",
-        "Something needed tensors an earlier backward freed: a second <code>backward()</code> through the same graph, a step reaching into the last step's graph, or code reading a saved tensor after backward.",
+        "A backward pass needed tensors an earlier <code>backward()</code> freed: the same loss twice, two losses on one forward pass, or a step reaching into the last step's graph.",
         lede,
     ),
     Claim(
         "retain_depends_on_step",
         "answer",
-        "<code>retain_graph=True</code>, as the message suggests, hides the cause: of the checker's {loops} loops with it, {ran} run at a cost and {failed} fail: a backward walked the kept graph after <code>opt.step()</code> changed a weight it saved.",
+        'The message\'s <code>retain_graph=True</code> is right only to walk a graph again unchanged: two losses on one forward pass, no <code>opt.step()</code> between (it gives their sum\'s gradients), or Jacobian rows. With a step between, the next backward raises <a href="#inplace">the in-place error</a>; a kept graph holds its saved tensors (<a href="#retain">{mib} MiB</a> here).',
         retain_depends_on_step,
     ),
 )

@@ -354,6 +354,14 @@ OLDER = (
         "instant-nerf-pytorch#2 (torch 1.7.1)",
     ),
     (
+        "1.8",
+        "Trying to backward through the graph a second time, but the saved intermediate results "
+        "have already been freed. Specify retain_graph=True when calling .backward() or "
+        "autograd.grad() the first time.",
+        "https://github.com/pytorch/pytorch/issues/46588",
+        "pytorch#46588",
+    ),
+    (
         "1.9",
         "Trying to backward through the graph a second time (or directly access saved variables "
         "after they have already been freed).",
@@ -375,6 +383,11 @@ VERDICT_WORDS = {
 
 def _count(items):
     return {item: items.count(item) for item in dict.fromkeys(items)}
+
+
+def _verb(n, verb):
+    """'1 raises', '3 raise': a count and its verb."""
+    return f"{n} {verb}s" if n == 1 else f"{n} {verb}"
 
 
 def reference(path, snapshots, views, message, loop_rows):
@@ -400,8 +413,9 @@ def reference(path, snapshots, views, message, loop_rows):
     torches = versions.join([s.environment.torch for _, s in snapshots])
     return {
         "outcomes": f"Every outcome on torch {torches}: of the {len(views)} scenarios, "
-        f"{outcomes.get('this', 0)} raise this error, {outcomes.get('other', 0)} another error "
-        f"(other) and {outcomes.get('run', 0)} run.",
+        f"{_verb(outcomes.get('this', 0), 'raise')} this error, "
+        f"{_verb(outcomes.get('other', 0), 'raise')} another error and "
+        f"{_verb(outcomes.get('run', 0), 'run')}.",
         "loops": f"The checker's {len(loop_rows)} answer combinations, with outcomes and fixes: "
         + ", ".join(loops)
         + ".",

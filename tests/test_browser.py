@@ -117,7 +117,7 @@ def test_doctored_figures_are_shown(page: Page, doctor):
         "captured 2031-02-03 with torch 9.9.9, Python 3.99.1"
     )
     expect(page.locator("#cause-1")).to_contain_text("goes from [5, 6, 7] to [10, 12, 14]")
-    expect(page.locator("#cause-2")).to_contain_text("grows by one a step (10, 11, 12, 13)")
+    expect(page.locator("#cause-2")).to_contain_text("grows every step (10, 11, 12, 13)")
     expect(page.locator("#retain")).to_contain_text("all 3 (3 MiB) stay alive")
     expect(page.locator("#anomaly")).to_contain_text("called twice, doctored = line(), not")
     expect(page.locator("#result div.variant").first).to_contain_text(

@@ -65,9 +65,11 @@ def test_reference_summaries_are_counted_from_the_snapshot(built_html, newest):
     this = [r for r in newest.scenarios.values() if r.raised and r.raised.message == message]
     other = len(newest.scenarios) - len(runs) - len(this)
     summary = re.search(r'<details id="outcomes">\n<summary>(.*?)</summary>', built_html).group(1)
+    assert len(this) > 1 and len(runs) > 1  # plural verbs
+    raises = "1 raises" if other == 1 else f"{other} raise"
     assert summary.endswith(
-        f"of the {len(newest.scenarios)} scenarios, {len(this)} raise this error, {other} another "
-        f"error (other) and {len(runs)} run."
+        f"of the {len(newest.scenarios)} scenarios, {len(this)} raise this error, {raises} "
+        f"another error and {len(runs)} run."
     )
     loops = html.unescape(
         re.search(r'<details id="loops">\n<summary>(.*?)</summary>', built_html).group(1)
