@@ -218,6 +218,15 @@ def test_the_build_writes_the_diagnoser_beside_the_page_byte_for_byte(tmp_path):
     assert (tmp_path / "diagnose.py").read_bytes() == manifest.DIAGNOSER_FILE.read_bytes()
 
 
+def test_a_diagnoser_left_half_written_by_a_killed_build_is_removed(tmp_path, capsys):
+    (tmp_path / ".diagnose.py.a1b2c3d4").write_text("import tor", encoding="utf-8")
+    assert cli.main(["--render-only", "--snapshots", str(SNAPSHOTS), "--out", str(tmp_path)]) == 0
+    assert (
+        f"notice: removed {tmp_path / '.diagnose.py.a1b2c3d4'}, left by" in capsys.readouterr().out
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["diagnose.py", "index.html"]
+
+
 def test_the_page_and_the_diagnoser_are_written_together_or_not_at_all(tmp_path, capsys):
     (tmp_path / "index.html").write_text("the old page", encoding="utf-8")
     (tmp_path / "diagnose.py").mkdir()  # a folder where the file goes: its rename fails
