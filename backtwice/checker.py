@@ -350,14 +350,9 @@ def costs_of(run: LoopRun):
     saved = [s.saved for s in run.steps]
     fixed_saved = [s.saved for s in run.fix.steps]
     if len(saved) > 1 and saved[-1] > saved[0]:
-        costs.append(
-            f"it keeps earlier steps' graphs in memory ({saved[0]} saved tensors after step 1,"
-            f" {saved[-1]} after step {len(saved)})"
-        )
+        costs.append("the memory it keeps for earlier steps' graphs grows every step")
     elif saved and max(saved) > max(fixed_saved):
-        costs.append(
-            f"it keeps {plural(max(saved), 'saved tensor')} alive between steps, where the fix keeps {max(fixed_saved)}"
-        )
+        costs.append("it keeps graph memory alive between steps that the fix frees")
     never = never_trained(run)
     if never and len(never) == len({g.name for g in run.fix.steps[0].grads}):
         costs.append("no parameter got a gradient at any step (every .grad stayed None)")
@@ -621,7 +616,7 @@ def build(loops):
                     "add a raising variant in repro/loop.py and a NEXT entry in backtwice/checker.py",
                 )
             note = (
-                f"This loop does not raise this error: it is the usual code, and {verdict(main).outcome}."
+                f"Written the usual way, this {verdict(main).outcome}."
                 f" Check next: {NEXT[combo]} The variant below raises."
             )
         tried = []
