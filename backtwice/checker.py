@@ -78,7 +78,7 @@ NAMES = tuple(q[0] for q in QUESTIONS)
 
 # Each preset: its name, the combination that is that case, and the page section explaining it.
 PRESETS = (
-    ("A notebook cell run again", "first-twice-nothing-none", "cause-1"),
+    ("A notebook cell run again", "later-twice-nothing-none", "cause-1"),
     ("nn.LSTM over sequences", "later-one-lstm-both-none", "cause-2"),
     ("WGAN-GP", "first-gan-nothing-create", "cause-4"),
     ("Saved tensors read after backward", "saved-one-nothing-none", "saved"),
@@ -396,6 +396,8 @@ def verdict(run: LoopRun):
 def fix_edits(run: LoopRun, variant):
     """Name the expert's edits for a loop, from the answers and variant its fix changes."""
     picked = []
+    if (run.when, run.calls) == ("later", "twice"):
+        variant = "cell"  # a notebook cell run again, answered as a later step
     if run.when == "saved":
         picked.append(("when", "saved"))
     if (run.calls, run.retain) == ("gan", "create"):
@@ -456,6 +458,8 @@ def section_of(run: LoopRun, kind):
         return "retain"
     if run.when == "saved":
         return "saved"
+    if run.calls == "twice":
+        return "cause-1"
     if run.when == "later":
         return "cause-2"
     if run.calls in ("gan", "gfirst"):
