@@ -322,12 +322,52 @@ def split_message(message):
     return pieces + [message[start:]]
 
 
+# Whose backward a call is, by the tensor it is called on: the reader's code names these
+# differently, but the role carries over.
+ROLES = {
+    "loss_main": "the main loss's backward()",
+    "loss_aux": "the auxiliary loss's backward()",
+    "d_loss": "D's backward()",
+    "g_loss": "G's backward()",
+    "critic_loss": "the critic's backward()",
+    "actor_loss": "the actor's backward()",
+    "policy_loss": "the policy loss's backward()",
+    "entropy_loss": "the entropy term's backward()",
+    "running_loss": "the backward() on your running total",
+}
+ORDINALS = ("first", "second", "third", "fourth")
+
+
+def _calls_before(run):
+    """The backward and autograd.grad calls of the loop's source up to the line that raised."""
+    lines = run.source.splitlines()[: run.raised.line]
+    return [call_of(line) for line in lines if ".backward(" in line or "autograd.grad(" in line]
+
+
+def _whose(run, code):
+    """The raising call in the reader's terms: 'your second backward()', "the critic's ..."."""
+    receiver = code.split(".backward(")[0]
+    if receiver in ROLES:
+        return ROLES[receiver]
+    if "autograd.grad(" in code:
+        return "your autograd.grad() call"
+    if "# cell 2, run twice" in run.source:
+        return "the backward() in your re-run cell"
+    calls = _calls_before(run)
+    if any("autograd.grad(" in c for c in calls[:-1]):
+        return "your backward() after autograd.grad()"
+    if len([line for line in run.source.splitlines() if ".backward(" in line]) == 1:
+        return "your backward()"
+    return f"your {ORDINALS[len(calls) - 1]} backward()"
+
+
 def _where(run):
+    """Where a loop raised, by the call's role, with the loop's line as the example."""
     code = call_of(run.raised.code or "")
-    if ".backward(" in code or "autograd.grad(" in code:
-        return f"at {code}"
     if "_saved_" in code:
-        return f"when {code} reads a saved tensor"
+        return f"when your code reads a saved tensor after backward() (e.g. {code})"
+    if ".backward(" in code or "autograd.grad(" in code:
+        return f"at {_whose(run, code)} (e.g. {code})"
     return f"at {code}"
 
 
@@ -467,6 +507,32 @@ def section_of(run: LoopRun, kind):
     return {"twice": "cause-1", "grad": "grad"}.get(run.calls, "cause-3")
 
 
+# What a loop did, in a few words, for a headline over several shapes.
+KIND_WORDS = {
+    "raises": "raises this error",
+    "inplace": "fails with the in-place error",
+    "error": "fails with another error first",
+    "costs": "runs at a cost",
+    "runs": "runs",
+}
+
+
+def headline_of(verdicts):
+    """One sentence: a single loop's outcome, or what the shapes below it do, in short."""
+    if len(verdicts) == 1:
+        v = verdicts[0]
+        return (
+            "".join(capital([v.parts[0], ", at a cost (below)."]))
+            if v.kind == "costs"
+            else v.headline
+        )
+    words = list(dict.fromkeys(KIND_WORDS[v.kind] for v in verdicts))
+    if len(words) == 1:
+        return capital([words[0]])[0] + " in each shape below."
+    listed = ", ".join(words[:-1]) + " or " + words[-1]
+    return f"Depending on its shape (below), your code {listed}."
+
+
 def _checked(key, phrase, check, source):
     """The phrase, once its check holds for the loop's source."""
     if not check(source):
@@ -583,8 +649,8 @@ def build(loops):
             block = {
                 "l": refs(capital([cond, ":"])) if cond else "",
                 "k": v.kind,
-                # the headline has each variant's outcome; what one that runs costs is here
-                "v": refs(capital([*v.parts, "."])) if cond and not run.raised else "",
+                # one sentence per variant; a single loop's is the headline, unless it runs at a cost
+                "v": refs(capital([*v.parts, "."])) if cond or v.kind == "costs" else "",
                 # the exact text, once where variants raise alike
                 "m": refs(split_message(f"{run.raised.type}: {run.raised.message}"))
                 if run.raised and run.raised.message not in shown
@@ -595,19 +661,7 @@ def build(loops):
             }
             blocks.append(block)
             shown.add(run.raised.message if run.raised else None)
-        if len(conds) > 1 and len({v.outcome for _, v in conds}) == 1:
-            names = [c for c, _ in conds]
-            pieces = [*conds[0][1].parts, ", " + ", ".join(names[:-1]) + " and " + names[-1]]
-        elif len(conds) > 1:
-            pieces = []
-            for cond, v in conds:
-                # the costs of a loop that runs are in its own block below
-                pieces += ["; " if pieces else "", cond, ", "]
-                pieces += v.parts[: 1 if v.kind == "costs" else None]
-        else:
-            pieces = list(conds[0][1].parts)
-        pieces = capital([*pieces, "."])
-        headline = "".join(pieces)
+        headline = headline_of([v for _, v in conds])
         note = None
         if main.raised is None and main.source == main.fix.source:
             raising = [k for k in shapes if verdict(loops[k]).kind == "raises"]

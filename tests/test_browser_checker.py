@@ -156,8 +156,54 @@ def test_every_combination_through_the_form(page: Page, built_page, expected):
                 expect(page.locator("#result dd.text", has_text=message).first).to_be_visible()
         if any(k.endswith("~step") for k in variants(key)):
             assert answers(key)["retain"] == "retain"
-            assert INPLACE in headline and INPLACE in shown, key
+            assert "in-place error" in headline and INPLACE in shown, key
+        assert_words_for_a_reader(page, key)
     assert requests == [built_page.as_uri()]
+
+
+SENTENCES = """() => {
+  const box = document.getElementById("result");
+  const texts = [...box.querySelectorAll("h3, p.note, .variant > h4, .variant > p:not(.fix)")]
+    .map((e) => e.textContent);
+  for (const li of box.querySelectorAll(".tried li")) {
+    const copy = li.cloneNode(true);
+    copy.querySelectorAll("strong, pre").forEach((e) => e.remove());
+    texts.push(copy.textContent);
+  }
+  return texts;
+}"""
+GREYED = """() => [...document.querySelectorAll("#checker input:disabled")].map((input) => {
+  const note = document.getElementById(input.getAttribute("aria-describedby"));
+  return [input.name + "=" + input.value, input.parentNode.title,
+          note && !note.hidden ? note.textContent : ""];
+})"""
+
+
+def without_examples(text):
+    """The text with each '(e.g. ...)' taken out, nested parentheses included."""
+    while "(e.g. " in text:
+        start = text.index("(e.g. ")
+        depth, end = 0, start
+        for end in range(start, len(text)):
+            depth += {"(": 1, ")": -1}.get(text[end], 0)
+            if depth == 0:
+                break
+        text = text[:start] + text[end + 1 :]
+    return text
+
+
+def assert_words_for_a_reader(page, key):
+    """No sentence names a call of the loop without saying whose it is (the loop's line only as
+    an example after the role), no headline runs over 30 words, and every greyed option says
+    why on hover and to a screen reader."""
+    headline = page.locator("#result h3").inner_text()
+    assert len(headline.split()) <= 30, (key, headline)
+    for text in page.evaluate(SENTENCES):
+        assert not re.search(r"[\w)]\.backward\(", without_examples(text)), (key, text)
+        assert not re.search(r"\d+ saved tensors?|\d+ training loops", text), (key, text)
+    for option, title, note in page.evaluate(GREYED):
+        assert title.startswith("Not offered with your answer to question "), (key, option)
+        assert note.startswith("Greyed: not offered with your answer to question "), (key, option)
 
 
 def test_a_reader_whose_code_raises_is_told_what_to_check_next(page: Page, built_page, expected):

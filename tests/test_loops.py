@@ -519,14 +519,43 @@ def test_headlines_say_runs_only_under_a_condition_where_a_variant_raises(loops)
     for a in COMBOS:
         shown = [k for k in (b.key for b in SHAPED if b.combo == a.key)]
         raising = [k for k in shown if loops[k].raised is not None]
+        headline = headlines[a.key]
         if raising and len(shown) > 1:
-            for clause in headlines[a.key].rstrip(".").split("; "):
-                if " runs" in clause or clause.startswith("Runs"):
-                    assert (
-                        clause.split(", ")[0].lower().startswith(("if ", "with", "when", "for"))
-                    ), clause
-        assert "already the fix" not in headlines[a.key]
+            assert headline.startswith("Depending on its shape (below)") or headline.endswith(
+                " in each shape below."
+            ), headline
+            assert not headline.startswith("Runs"), headline
+        assert len(headline.split()) <= 30, headline
+        assert "already the fix" not in headline
     assert not any("already the fix" in s for s in data["strings"])
+
+
+@pytest.mark.parametrize(
+    "receiver, role",
+    [
+        ("loss_aux", "the auxiliary loss's backward()"),
+        ("running_loss", "the backward() on your running total"),
+        ("actor_loss", "the actor's backward()"),
+        ("g_loss", "G's backward()"),
+    ],
+)
+def test_a_raising_call_is_named_by_its_role_with_the_loops_line_as_example(loops, receiver, role):
+    found = [
+        run
+        for run in loops.values()
+        if run.raised and checker.call_of(run.raised.code).startswith(receiver + ".backward(")
+    ]
+    assert found
+    for run in found:
+        outcome = checker.verdict(run).outcome
+        assert f" at {role} (e.g. {checker.call_of(run.raised.code)}): " in outcome
+
+
+def test_a_second_call_on_one_loss_is_the_second_backward(loops):
+    run = loops["first-twice-nothing-none"]
+    assert " at your second backward() (e.g. loss.backward()): " in checker.verdict(run).outcome
+    run = loops["later-twice-nothing-none"]
+    assert " at the backward() in your re-run cell (e.g. " in checker.verdict(run).outcome
 
 
 def test_the_checks_behind_the_sentences_stop_the_build(loops):
