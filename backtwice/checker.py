@@ -198,8 +198,12 @@ EDITS = {
 }
 
 # For a main loop that is already the usual fix: what to check next.
+# (the main loop, as the reader would call it; the question to ask next)
 NEXT = {
-    "first-grad-nothing-create": "is the fake batch detached in the critic step?",
+    "first-grad-nothing-create": (
+        "A gradient penalty with create_graph=True, written the usual way,",
+        "is the fake batch detached in the critic step?",
+    ),
 }
 
 INPLACE = "modified by an inplace operation"
@@ -674,8 +678,8 @@ def build(loops):
                     "add a raising variant in repro/loop.py and a NEXT entry in backtwice/checker.py",
                 )
             note = (
-                f"Written the usual way, this {verdict(main).outcome}."
-                f" Check next: {NEXT[combo]} The variant below raises."
+                f"{NEXT[combo][0]} {verdict(main).outcome}."
+                f" Check next: {NEXT[combo][1]} The variant below raises."
             )
         tried = []
         for key in dead:

@@ -70,26 +70,33 @@
     var said = [];
     NAMES.forEach(function (n, i) {
       var ok = allowed(chosen, i);
+      var prefix = [];  // allowed(chosen, i, j), computed once per j
       var open = [];
       var by = [];
       var greyed = NOTES[n][1];
       INPUTS[n].forEach(function (input) {
         var possible = input.value === OTHER || ok === null || ok[input.value] === true;
         var j = 0;  // the first answer that rules it out, with those before it
-        while (!possible && allowed(chosen, i, j)[input.value]) j++;
-        input.parentNode.title = possible ? "" : "Not offered with " + yours(j) + ".";
-        input.disabled = !possible;
-        if (possible) input.removeAttribute("aria-describedby");
-        else input.setAttribute("aria-describedby", greyed.id);
-        if (!possible && by.indexOf(yours(j)) < 0) by.push(yours(j));
+        while (!possible && (prefix[j] = prefix[j] || allowed(chosen, i, j))[input.value]) j++;
+        var why = possible ? "" : yours(j);
+        // written only when changed: a frame re-styles only what changed
+        var title = possible ? "" : "Not offered with " + why + ".";
+        if (input.parentNode.title !== title) input.parentNode.title = title;
+        if (input.disabled !== !possible) {
+          input.disabled = !possible;
+          if (possible) input.removeAttribute("aria-describedby");
+          else input.setAttribute("aria-describedby", greyed.id);
+        }
+        if (!possible && by.indexOf(why) < 0) by.push(why);
         if (!possible && input.checked) {
-          said.push("Cleared " + yours(i) + ": it is not offered with " + yours(j) + ".");
+          said.push("Cleared " + yours(i) + ": it is not offered with " + why + ".");
           input.checked = false;
         }
         if (possible && input.value !== OTHER) open.push(input);
       });
-      greyed.hidden = !by.length;
-      greyed.textContent = "Greyed: not offered with " + by.join(" or ") + ".";
+      var words = by.length ? "Greyed: not offered with " + by.join(" or ") + "." : "";
+      if (greyed.textContent !== words) greyed.textContent = words;
+      greyed.hidden = !words;
       if (ok !== null && open.length === 1 && answers()[i] === null) {
         open[0].checked = true;
         said.push("Filled in " + yours(i) + ": the only option offered with your earlier answers.");

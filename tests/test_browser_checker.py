@@ -210,7 +210,9 @@ def test_a_reader_whose_code_raises_is_told_what_to_check_next(page: Page, built
     key = "first-grad-nothing-create"
     page.goto(built_page.as_uri() + "#" + fragment(key))
     note = page.locator("#result p.note")
-    expect(note).to_contain_text("Written the usual way, this runs all 4 steps.")
+    expect(note).to_contain_text(
+        "A gradient penalty with create_graph=True, written the usual way, runs all 4 steps."
+    )
     expect(note).to_contain_text("is the fake batch detached in the critic step?")
     raising = page.locator("#result div.variant.raises")
     expect(raising.locator("h4")).to_contain_text("WGAN-GP")
