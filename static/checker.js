@@ -106,13 +106,15 @@
     return { chosen: chosen, said: said };
   }
 
-  // Mark each unanswered question that a later answered one follows; return their numbers.
+  // Mark each unanswered question that a later answer follows, or that alone is left; return
+  // their numbers.
   function markMissing(chosen) {
     var last = -1;
     chosen.forEach(function (value, i) { if (value !== null) last = i; });
+    var left = chosen.filter(function (value) { return value === null; }).length;
     var missing = [];
     NAMES.forEach(function (n, i) {
-      var marked = chosen[i] === null && i < last && chosen.indexOf(OTHER) < 0;
+      var marked = chosen[i] === null && (i < last || left === 1) && chosen.indexOf(OTHER) < 0;
       NOTES[n][0].hidden = !marked;
       if (marked) missing.push(i + 1);
     });

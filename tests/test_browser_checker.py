@@ -297,6 +297,17 @@ def test_an_unanswered_question_is_marked_when_a_later_one_is_answered(page: Pag
     expect(page.locator("#result h3")).to_have_text(HEADLINES["first-shared-nothing-none"])
 
 
+def test_the_last_question_left_is_marked(page: Page, built_page):
+    page.goto(built_page.as_uri())
+    page.locator("input[name='when'][value='first']").check()
+    expect(page.locator("#unanswered-retain")).to_be_hidden()
+    page.locator("input[name='calls'][value='shared']").check()  # question 3 fills itself in
+    expect(page.locator("#unanswered-retain")).to_be_visible()
+    assert_no_claim(page, "Answer question 4 too (marked above).")
+    page.locator("input[name='retain'][value='none']").check()
+    expect(page.locator("#unanswered-retain")).to_be_hidden()
+
+
 def test_an_answer_the_form_clears_or_fills_is_said_in_the_live_region(page: Page, built_page):
     page.goto(built_page.as_uri() + "#" + fragment("first-gan-nothing-create"))
     expect(page.locator("#result h3")).to_have_count(1)
