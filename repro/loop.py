@@ -147,8 +147,10 @@ def variants(combo):
         found.append("cell")
     if c == "gan" and retain != "create":
         found.append("reuse")
-    if (c == "grad" and retain == "create") or (c == "gan" and retain == "none"):
-        found.append("wgan")  # a WGAN-GP: answered either way, as its create_graph=True is no retry
+    if (c == "grad" and retain == "create") or (c == "gan" and retain != "create"):
+        # a WGAN-GP, answered any way: its create_graph=True is no retry, and the canonical code's
+        # retain_graph=True beside it may be counted as one
+        found.append("wgan")
     if r in ("rnn", "lstm"):
         found.append("seq")
     if r == "bank":
@@ -233,7 +235,10 @@ def _gan(a, out):
         out.add("    opt_d.zero_grad()")
         out.add("    eps = torch.rand(8, 1)")
         out.add(f"    mix = (eps * real + (1 - eps) * {fake_for_d}).requires_grad_()")
-        out.add("    (grad_mix,) = torch.autograd.grad(D(mix).sum(), mix, create_graph=True)")
+        both = ", retain_graph=True" if a.retain == "retain" else ""
+        out.add(
+            f"    (grad_mix,) = torch.autograd.grad(D(mix).sum(), mix, create_graph=True{both})"
+        )
         out.add("    penalty = (grad_mix.norm(dim=1) - 1).pow(2).mean()  # the gradient penalty")
         out.add(f"    d_loss = D({fake_for_d}).mean() - D(real).mean() + 10 * penalty")
         out.add("    d_loss.backward()", "frees")
@@ -636,10 +641,13 @@ def raises_this_error(answers):
     """Whether the loop raises 'Trying to backward through the graph a second time'.
 
     Without retain_graph=True every reader's loop does, except a dead end that silences it or
-    fails first; with create_graph=True only a WGAN-GP whose critic keeps the generator's graph.
+    fails first; a WGAN-GP whose critic keeps the generator's graph does however its penalty's
+    call is answered; otherwise with retain_graph=True or create_graph=True none does.
     """
     if answers.fixed or answers.variant in ("fake", "tuple", "detach", "sum"):
         return False
+    if answers.variant == "wgan":
+        return True  # the critic's backward frees G's graph, whatever the penalty's options
     if answers.retain == "create":
         return answers.gan
     return answers.retain == "none"

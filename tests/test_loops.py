@@ -602,3 +602,21 @@ def test_the_checks_behind_the_sentences_stop_the_build(loops):
 
     with pytest.raises(ClaimError, match="its fix is the same code"):
         built(no_fix)
+
+
+def test_a_wgan_gp_is_answered_under_either_reading_of_question_four(loops):
+    """Canonical WGAN-GP code passes create_graph=True, retain_graph=True to autograd.grad: a
+    reader may answer 'create' or 'retain' (or 'neither'); each path shows the WGAN-GP raising and
+    the critic's detach() as the fix, which trains every parameter at every step."""
+    wgan = {
+        "first-gan-nothing-create": "create_graph=True)",
+        "first-gan-nothing-retain~wgan": "create_graph=True, retain_graph=True)",
+        "first-gan-nothing-none~wgan": "create_graph=True)",
+    }
+    for key, call in wgan.items():
+        run = loops[key]
+        assert f"torch.autograd.grad(D(mix).sum(), mix, {call}" in run.source, key
+        assert run.raised.message.startswith(THIS), key
+        assert checker.call_of(run.raised.code) == "g_loss.backward()", key
+        assert "D(fake.detach())" in run.fix.source and "retain_graph" not in run.fix.source
+        assert all(g.norm is not None for s in run.fix.steps for g in s.grads), key
