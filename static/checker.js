@@ -29,7 +29,8 @@
   var NOTES = {};
   NAMES.forEach(function (n) {
     var set = document.getElementById("q-" + n);
-    NOTES[n] = [el("p", "unanswered", "Not answered yet."), el("p", "hint")];
+    NOTES[n] = [el("p", "unanswered"), el("p", "hint")];
+    NOTES[n][0].append(el("strong", null, "Not answered yet."));
     NOTES[n][0].id = "unanswered-" + n;
     NOTES[n][1].id = "greyed-" + n;
     set.querySelector("legend").after(NOTES[n][0]);
