@@ -232,11 +232,6 @@ def fragment(key):
     return "&".join(f"{name}={value}" for name, value in zip(NAMES, answers, strict=True))
 
 
-def plural(count, noun):
-    """'1 saved tensor', '2 saved tensors'."""
-    return f"{count} {noun}" + ("" if count == 1 else "s")
-
-
 def call_of(code):
     """The call a source line makes, without its comment: 'loss.backward()'."""
     return code.split("  #")[0].strip()
