@@ -78,7 +78,7 @@ NAMES = tuple(q[0] for q in QUESTIONS)
 
 # Each preset: its name, the combination that is that case, and the page section explaining it.
 PRESETS = (
-    ("A notebook cell run again", "first-twice-nothing-none", "cause-1"),
+    ("A notebook cell run again", "later-twice-nothing-none", "cause-1"),
     ("nn.LSTM over sequences", "later-one-lstm-both-none", "cause-2"),
     ("WGAN-GP", "first-gan-nothing-create", "cause-4"),
     ("Saved tensors read after backward", "saved-one-nothing-none", "saved"),
@@ -198,8 +198,12 @@ EDITS = {
 }
 
 # For a main loop that is already the usual fix: what to check next.
+# (the main loop, as the reader would call it; the question to ask next)
 NEXT = {
-    "first-grad-nothing-create": "is the fake batch detached in the critic step?",
+    "first-grad-nothing-create": (
+        "A gradient penalty with create_graph=True, written the usual way,",
+        "is the fake batch detached in the critic step?",
+    ),
 }
 
 INPLACE = "modified by an inplace operation"
@@ -226,11 +230,6 @@ def fragment(key):
     """The URL fragment that selects a combination."""
     answers, _ = split_key(key)
     return "&".join(f"{name}={value}" for name, value in zip(NAMES, answers, strict=True))
-
-
-def plural(count, noun):
-    """'1 saved tensor', '2 saved tensors'."""
-    return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
 def call_of(code):
@@ -322,12 +321,52 @@ def split_message(message):
     return pieces + [message[start:]]
 
 
+# Whose backward a call is, by the tensor it is called on: the reader's code names these
+# differently, but the role carries over.
+ROLES = {
+    "loss_main": "the main loss's backward()",
+    "loss_aux": "the auxiliary loss's backward()",
+    "d_loss": "D's backward()",
+    "g_loss": "G's backward()",
+    "critic_loss": "the critic's backward()",
+    "actor_loss": "the actor's backward()",
+    "policy_loss": "the policy loss's backward()",
+    "entropy_loss": "the entropy term's backward()",
+    "running_loss": "the backward() on your running total",
+}
+ORDINALS = ("first", "second", "third", "fourth")
+
+
+def _calls_before(run):
+    """The backward and autograd.grad calls of the loop's source up to the line that raised."""
+    lines = run.source.splitlines()[: run.raised.line]
+    return [call_of(line) for line in lines if ".backward(" in line or "autograd.grad(" in line]
+
+
+def _whose(run, code):
+    """The raising call in the reader's terms: 'your second backward()', "the critic's ..."."""
+    receiver = code.split(".backward(")[0]
+    if receiver in ROLES:
+        return ROLES[receiver]
+    if "autograd.grad(" in code:
+        return "your autograd.grad() call"
+    if "# cell 2, run twice" in run.source:
+        return "the backward() in your re-run cell"
+    calls = _calls_before(run)
+    if any("autograd.grad(" in c for c in calls[:-1]):
+        return "your backward() after autograd.grad()"
+    if len([line for line in run.source.splitlines() if ".backward(" in line]) == 1:
+        return "your backward()"
+    return f"your {ORDINALS[len(calls) - 1]} backward()"
+
+
 def _where(run):
+    """Where a loop raised, by the call's role, with the loop's line as the example."""
     code = call_of(run.raised.code or "")
-    if ".backward(" in code or "autograd.grad(" in code:
-        return f"at {code}"
     if "_saved_" in code:
-        return f"when {code} reads a saved tensor"
+        return f"when your code reads a saved tensor after backward() (e.g. {code})"
+    if ".backward(" in code or "autograd.grad(" in code:
+        return f"at {_whose(run, code)} (e.g. {code})"
     return f"at {code}"
 
 
@@ -350,14 +389,9 @@ def costs_of(run: LoopRun):
     saved = [s.saved for s in run.steps]
     fixed_saved = [s.saved for s in run.fix.steps]
     if len(saved) > 1 and saved[-1] > saved[0]:
-        costs.append(
-            f"it keeps earlier steps' graphs in memory ({saved[0]} saved tensors after step 1,"
-            f" {saved[-1]} after step {len(saved)})"
-        )
+        costs.append("the memory it keeps for earlier steps' graphs grows every step")
     elif saved and max(saved) > max(fixed_saved):
-        costs.append(
-            f"it keeps {plural(max(saved), 'saved tensor')} alive between steps, where the fix keeps {max(fixed_saved)}"
-        )
+        costs.append("it keeps graph memory alive between steps that the fix frees")
     never = never_trained(run)
     if never and len(never) == len({g.name for g in run.fix.steps[0].grads}):
         costs.append("no parameter got a gradient at any step (every .grad stayed None)")
@@ -401,6 +435,8 @@ def verdict(run: LoopRun):
 def fix_edits(run: LoopRun, variant):
     """Name the expert's edits for a loop, from the answers and variant its fix changes."""
     picked = []
+    if (run.when, run.calls) == ("later", "twice"):
+        variant = "cell"  # a notebook cell run again, answered as a later step
     if run.when == "saved":
         picked.append(("when", "saved"))
     if (run.calls, run.retain) == ("gan", "create"):
@@ -461,11 +497,39 @@ def section_of(run: LoopRun, kind):
         return "retain"
     if run.when == "saved":
         return "saved"
+    if run.calls == "twice":
+        return "cause-1"
     if run.when == "later":
         return "cause-2"
     if run.calls in ("gan", "gfirst"):
         return "cause-4"
     return {"twice": "cause-1", "grad": "grad"}.get(run.calls, "cause-3")
+
+
+# What a loop did, in a few words, for a headline over several shapes.
+KIND_WORDS = {
+    "raises": "raises this error",
+    "inplace": "fails with the in-place error",
+    "error": "fails with another error first",
+    "costs": "runs at a cost",
+    "runs": "runs",
+}
+
+
+def headline_of(verdicts):
+    """One sentence: a single loop's outcome, or what the shapes below it do, in short."""
+    if len(verdicts) == 1:
+        v = verdicts[0]
+        return (
+            "".join(capital([v.parts[0], ", at a cost (below)."]))
+            if v.kind == "costs"
+            else v.headline
+        )
+    words = list(dict.fromkeys(KIND_WORDS[v.kind] for v in verdicts))
+    if len(words) == 1:
+        return capital([words[0]])[0] + " in each shape below."
+    listed = ", ".join(words[:-1]) + " or " + words[-1]
+    return f"Depending on its shape (below), your code {listed}."
 
 
 def _checked(key, phrase, check, source):
@@ -584,8 +648,8 @@ def build(loops):
             block = {
                 "l": refs(capital([cond, ":"])) if cond else "",
                 "k": v.kind,
-                # the headline has each variant's outcome; what one that runs costs is here
-                "v": refs(capital([*v.parts, "."])) if cond and not run.raised else "",
+                # one sentence per variant; a single loop's is the headline, unless it runs at a cost
+                "v": refs(capital([*v.parts, "."])) if cond or v.kind == "costs" else "",
                 # the exact text, once where variants raise alike
                 "m": refs(split_message(f"{run.raised.type}: {run.raised.message}"))
                 if run.raised and run.raised.message not in shown
@@ -596,19 +660,7 @@ def build(loops):
             }
             blocks.append(block)
             shown.add(run.raised.message if run.raised else None)
-        if len(conds) > 1 and len({v.outcome for _, v in conds}) == 1:
-            names = [c for c, _ in conds]
-            pieces = [*conds[0][1].parts, ", " + ", ".join(names[:-1]) + " and " + names[-1]]
-        elif len(conds) > 1:
-            pieces = []
-            for cond, v in conds:
-                # the costs of a loop that runs are in its own block below
-                pieces += ["; " if pieces else "", cond, ", "]
-                pieces += v.parts[: 1 if v.kind == "costs" else None]
-        else:
-            pieces = list(conds[0][1].parts)
-        pieces = capital([*pieces, "."])
-        headline = "".join(pieces)
+        headline = headline_of([v for _, v in conds])
         note = None
         if main.raised is None and main.source == main.fix.source:
             raising = [k for k in shapes if verdict(loops[k]).kind == "raises"]
@@ -621,8 +673,8 @@ def build(loops):
                     "add a raising variant in repro/loop.py and a NEXT entry in backtwice/checker.py",
                 )
             note = (
-                f"This loop does not raise this error: it is the usual code, and {verdict(main).outcome}."
-                f" Check next: {NEXT[combo]} The variant below raises."
+                f"{NEXT[combo][0]} {verdict(main).outcome}."
+                f" Check next: {NEXT[combo][1]} The variant below raises."
             )
         tried = []
         for key in dead:

@@ -377,7 +377,11 @@ def _stepped_before_raise(run):
 
 
 def retain_depends_on_step(s):
-    kept = {key: run for key, run in s.loops.items() if run.retain == "retain"}
+    kept = {
+        key: run
+        for key, run in s.loops.items()
+        if run.retain == "retain" and not retained_beside_create_graph(run)
+    }
     kinds = {key: verdict(run).kind for key, run in kept.items()}
     failed = [key for key, kind in kinds.items() if kind == "inplace"]
     ran = [key for key, kind in kinds.items() if kind == "costs"]
@@ -630,3 +634,13 @@ def evaluate(snapshot, path):
             ) from None
         sentences[claim.id] = Markup(claim.text).format(**values)
     return sentences
+
+
+# Issue 30 (the checker's WGAN-GP answered as "retain_graph=True"): a loop whose only
+# retain_graph=True sits beside create_graph=True in a gradient penalty's autograd.grad did not add
+# it as the message suggests (create_graph=True already keeps that graph), so the sentence on
+# retain_graph=True does not count it.
+def retained_beside_create_graph(run):
+    """Whether every retain_graph=True of a loop's source is in a call with create_graph=True."""
+    lines = [line for line in run.source.splitlines() if "retain_graph=True" in line]
+    return bool(lines) and all("create_graph=True" in line for line in lines)

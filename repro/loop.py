@@ -102,6 +102,12 @@ class Answers:
         return self.when == "fixed"
 
     @property
+    def cell(self):
+        """Whether the loop is a notebook whose backward cell is run again: as a variant of the
+        first step, or as the answers of a reader who says it raised the second time they ran it."""
+        return self.variant == "cell" or (self.when, self.calls) == ("later", "twice")
+
+    @property
     def gan(self):
         """Whether the loop trains a generator and a discriminator."""
         return self.calls in ("gan", "gfirst") or self.variant == "wgan"
@@ -113,7 +119,9 @@ def combinations():
     On the first step nothing from an earlier step exists yet, so an error there comes from
     the step's own calls; a single backward call raises only on a later step (through what
     reaches back) or when code reads a saved tensor after it. create_graph=True belongs to
-    autograd.grad (a gradient penalty, alone or in a WGAN-GP).
+    autograd.grad (a gradient penalty, alone or in a WGAN-GP). A notebook cell with backward()
+    run again is the same loss twice, and raises the second time the cell runs: it is offered
+    on the first step (as a variant) and on a later one.
     """
     combos = []
     for calls in CALLS[1:]:
@@ -121,6 +129,8 @@ def combinations():
         combos += [Answers("first", calls, "nothing", retain) for retain in retains]
     for reach in REACH[1:]:
         combos += [Answers("later", "one", reach, retain) for retain in ("none", "retain")]
+    # a notebook: the cell with backward() raised the second time it ran
+    combos += [Answers("later", "twice", "nothing", retain) for retain in ("none", "retain")]
     combos += [Answers("saved", "one", "nothing", retain) for retain in ("none", "retain")]
     return combos
 
@@ -128,6 +138,8 @@ def combinations():
 def variants(combo):
     """The variant names captured for a combination besides its main loop, in order."""
     c, r, retain = combo.calls, combo.reach, combo.retain
+    if combo.cell:
+        return []  # the re-run cell is the main loop itself
     found = []
     if retain == "retain" and c in ("twice", "shared", "dist", "ac"):
         found.append("step")  # an optimizer step() between the kept graph's two uses
@@ -135,8 +147,10 @@ def variants(combo):
         found.append("cell")
     if c == "gan" and retain != "create":
         found.append("reuse")
-    if (c == "grad" and retain == "create") or (c == "gan" and retain == "none"):
-        found.append("wgan")  # a WGAN-GP: answered either way, as its create_graph=True is no retry
+    if (c == "grad" and retain == "create") or (c == "gan" and retain != "create"):
+        # a WGAN-GP, answered any way: its create_graph=True is no retry, and the canonical code's
+        # retain_graph=True beside it may be counted as one
+        found.append("wgan")
     if r in ("rnn", "lstm"):
         found.append("seq")
     if r == "bank":
@@ -165,7 +179,7 @@ def fix(answers):
         return Answers("fixed", "gan", "nothing", "create")
     retain = "create" if answers.calls == "grad" or answers.retain == "create" else "none"
     reach = "saved-before" if answers.when == "saved" else FIXED_REACH[answers.reach]
-    variant = answers.variant if answers.variant in OWN_FIX else ""
+    variant = "cell" if answers.cell else answers.variant if answers.variant in OWN_FIX else ""
     return Answers("fixed", FIXED_CALLS[answers.calls], reach, retain, variant)
 
 
@@ -221,7 +235,10 @@ def _gan(a, out):
         out.add("    opt_d.zero_grad()")
         out.add("    eps = torch.rand(8, 1)")
         out.add(f"    mix = (eps * real + (1 - eps) * {fake_for_d}).requires_grad_()")
-        out.add("    (grad_mix,) = torch.autograd.grad(D(mix).sum(), mix, create_graph=True)")
+        both = ", retain_graph=True" if a.retain == "retain" else ""
+        out.add(
+            f"    (grad_mix,) = torch.autograd.grad(D(mix).sum(), mix, create_graph=True{both})"
+        )
         out.add("    penalty = (grad_mix.norm(dim=1) - 1).pow(2).mean()  # the gradient penalty")
         out.add(f"    d_loss = D({fake_for_d}).mean() - D(real).mean() + 10 * penalty")
         out.add("    d_loss.backward()", "frees")
@@ -581,7 +598,7 @@ def _lines(a):
     if a.variant == "attr":
         _smooth(a, out)
         return out
-    if a.variant == "cell":
+    if a.cell:
         _cell(a, out)
         return out
     _models(a, out)
@@ -624,10 +641,13 @@ def raises_this_error(answers):
     """Whether the loop raises 'Trying to backward through the graph a second time'.
 
     Without retain_graph=True every reader's loop does, except a dead end that silences it or
-    fails first; with create_graph=True only a WGAN-GP whose critic keeps the generator's graph.
+    fails first; a WGAN-GP whose critic keeps the generator's graph does however its penalty's
+    call is answered; otherwise with retain_graph=True or create_graph=True none does.
     """
     if answers.fixed or answers.variant in ("fake", "tuple", "detach", "sum"):
         return False
+    if answers.variant == "wgan":
+        return True  # the critic's backward frees G's graph, whatever the penalty's options
     if answers.retain == "create":
         return answers.gan
     return answers.retain == "none"
@@ -647,10 +667,10 @@ def expected(answers):
     tags = _lines(answers).tags
     if answers.when == "saved":
         cause = "saved-read"
+    elif answers.cell:
+        cause = "same-loss-twice"
     elif answers.when == "later":
         cause = "carried-state"
-    elif answers.variant == "cell":
-        cause = "same-loss-twice"
     else:
         cause = CAUSES[answers.calls]
     return {

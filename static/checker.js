@@ -25,7 +25,17 @@
     INPUTS[n] = Array.prototype.slice.call(form.querySelectorAll("input[name='" + n + "']"));
   });
 
-  function inputs(name) { return INPUTS[name]; }
+  // What only the script can say: that a question is unanswered, and why its options are greyed.
+  var NOTES = {};
+  NAMES.forEach(function (n) {
+    var set = document.getElementById("q-" + n);
+    NOTES[n] = [el("p", "unanswered"), el("p", "hint")];
+    NOTES[n][0].append(el("strong", null, "Not answered yet."));
+    NOTES[n][0].id = "unanswered-" + n;
+    NOTES[n][1].id = "greyed-" + n;
+    set.querySelector("legend").after(NOTES[n][0]);
+    set.append(NOTES[n][1]);
+  });
 
   function answers() {
     return NAMES.map(function (n) {
@@ -34,33 +44,82 @@
     });
   }
 
-  // The values question i can take, given the answers before it; null while one is missing.
-  function allowed(chosen, i) {
-    for (var j = 0; j < i; j++) if (chosen[j] === null || chosen[j] === OTHER) return null;
+  // The values question i can take, given the answers to questions 0..upto (all before i when
+  // upto is missing); null while one of those is missing.
+  function allowed(chosen, i, upto) {
+    if (upto === undefined) upto = i - 1;
+    for (var j = 0; j <= upto; j++) if (chosen[j] === null || chosen[j] === OTHER) return null;
     var found = {};
     KEYS.forEach(function (key) {
-      for (var j = 0; j < i; j++) if (key[j] !== chosen[j]) return;
+      for (var j = 0; j <= upto; j++) if (key[j] !== chosen[j]) return;
       found[key[i]] = true;
     });
     return found;
   }
 
-  // Grey out what cannot occur; drop answers that no longer can; fill in a single choice.
+  // "your answer to question 2, “One backward()”"
+  function yours(j) {
+    var input = INPUTS[NAMES[j]].filter(function (x) { return x.checked; })[0];
+    return "your answer to question " + (j + 1) + ", \u201c" + input.parentNode.textContent.trim() + "\u201d";
+  }
+
+  // Grey out what cannot occur, saying why (a title on hover, the question's note, tied to each
+  // greyed option by aria-describedby); drop answers that no longer can be and fill in a single
+  // choice, saying so in the live region.
   function constrain() {
     var chosen = answers();
+    var said = [];
     NAMES.forEach(function (n, i) {
       var ok = allowed(chosen, i);
+      var prefix = [];  // allowed(chosen, i, j), computed once per j
       var open = [];
-      inputs(n).forEach(function (input) {
+      var by = [];
+      var greyed = NOTES[n][1];
+      INPUTS[n].forEach(function (input) {
         var possible = input.value === OTHER || ok === null || ok[input.value] === true;
-        input.disabled = !possible;
-        if (!possible && input.checked) input.checked = false;
+        var j = 0;  // the first answer that rules it out, with those before it
+        while (!possible && (prefix[j] = prefix[j] || allowed(chosen, i, j))[input.value]) j++;
+        var why = possible ? "" : yours(j);
+        // written only when changed: a frame re-styles only what changed
+        var title = possible ? "" : "Not offered with " + why + ".";
+        if (input.parentNode.title !== title) input.parentNode.title = title;
+        if (input.disabled !== !possible) {
+          input.disabled = !possible;
+          if (possible) input.removeAttribute("aria-describedby");
+          else input.setAttribute("aria-describedby", greyed.id);
+        }
+        if (!possible && by.indexOf(why) < 0) by.push(why);
+        if (!possible && input.checked) {
+          said.push("Cleared " + yours(i) + ": it is not offered with " + why + ".");
+          input.checked = false;
+        }
         if (possible && input.value !== OTHER) open.push(input);
       });
-      if (ok !== null && open.length === 1 && chosen[i] === null) open[0].checked = true;
+      var words = by.length ? "Greyed: not offered with " + by.join(" or ") + "." : "";
+      if (greyed.textContent !== words) greyed.textContent = words;
+      greyed.hidden = !words;
+      if (ok !== null && open.length === 1 && answers()[i] === null) {
+        open[0].checked = true;
+        said.push("Filled in " + yours(i) + ": the only option offered with your earlier answers.");
+      }
       chosen = answers();
     });
-    return chosen;
+    return { chosen: chosen, said: said };
+  }
+
+  // Mark each unanswered question that a later answer follows, or that alone is left; return
+  // their numbers.
+  function markMissing(chosen) {
+    var last = -1;
+    chosen.forEach(function (value, i) { if (value !== null) last = i; });
+    var left = chosen.filter(function (value) { return value === null; }).length;
+    var missing = [];
+    NAMES.forEach(function (n, i) {
+      var marked = chosen[i] === null && (i < last || left === 1) && chosen.indexOf(OTHER) < 0;
+      NOTES[n][0].hidden = !marked;
+      if (marked) missing.push(i + 1);
+    });
+    return missing;
   }
 
   function el(tag, className, content) {
@@ -72,8 +131,8 @@
 
   function entry(list, term, value, className) {
     if (value === null) return;
-    list.appendChild(el("dt", null, term));
-    list.appendChild(el("dd", className, value));
+    list.append(el("dt", null, term));
+    list.append(el("dd", className, value));
   }
 
   function showTemplate(id, className) {
@@ -81,31 +140,36 @@
     out.replaceChildren(document.getElementById(id).content.cloneNode(true));
   }
 
+  // What the form changed by itself, said first in the live region.
+  function sayFirst(said) {
+    said.slice().reverse().forEach(function (words) { out.prepend(el("p", "said", words)); });
+  }
+
   // A diff: tokens are string indices, "-" removed, "+" added, "@" a gap between hunks.
   // Each line hangs at its own indentation, so wrapped code keeps its shape on a phone.
-  function diff(tokens, label) {
+  function diff(tokens) {
     var pre = el("pre", "diff");
-    pre.setAttribute("aria-label", label);
+    pre.setAttribute("aria-label", "The change: lines starting - are removed, + are added");
     var code = el("code");
     tokens.split(" ").forEach(function (token) {
-      if (token === "@") return code.appendChild(el("span", "gap", "\u22ef\n"));
+      if (token === "@") return code.append(el("span", "gap", "\u22ef\n"));
       var sign = token[0] === "-" || token[0] === "+" ? token[0] : " ";
       var line = text(Number(sign === " " ? token : token.slice(1)));
       var node = el("span", sign === "-" ? "del" : sign === "+" ? "ins" : "ctx", sign + " " + line + "\n");
       var hang = line.length - line.replace(/^ +/, "").length + 2;
       node.style.paddingLeft = hang + "ch";
       node.style.textIndent = -hang + "ch";
-      code.appendChild(node);
+      code.append(node);
     });
-    pre.appendChild(code);
+    pre.append(code);
     return pre;
   }
 
   function link(parent, href, words) {
-    if (parent.childNodes.length) parent.appendChild(document.createTextNode(" · "));
+    if (parent.childNodes.length) parent.append(document.createTextNode(" · "));
     var a = el("a", null, words);
     a.href = href;
-    parent.appendChild(a);
+    parent.append(a);
   }
 
   function show(key) {
@@ -114,51 +178,58 @@
     // The headline is the one the table of loops shows for this combination.
     var head = el("h3", null, document.getElementById("loop-" + key).cells[1].textContent);
     head.tabIndex = -1;
-    box.appendChild(head);
-    if (r.n !== null) box.appendChild(el("p", "note", text(r.n)));
+    box.append(head);
+    if (r.n !== null) box.append(el("p", "note", text(r.n)));
     r.b.forEach(function (b) {
       var part = el("div", "variant " + b.k);
-      if (b.l !== "") part.appendChild(el("h4", null, joined(b.l)));
-      if (b.v !== "") part.appendChild(el("p", null, joined(b.v)));
+      if (b.l !== "") part.append(el("h4", null, joined(b.l)));
+      if (b.v !== "") part.append(el("p", null, joined(b.v)));
       if (b.f !== "") {
-        part.appendChild(el("p", "fix", joined(b.f)));
-        part.appendChild(diff(b.d, "The change: lines starting - are removed, + are added"));
-        part.appendChild(el("p", "fixed", text(b.x)));
+        part.append(el("p", "fix", joined(b.f)));
+        part.append(diff(b.d));
+        part.append(el("p", "fixed", text(b.x)));
       }
       var list = el("dl");
       entry(list, "The exact text", joined(b.m), "text");
-      part.appendChild(list);
-      box.appendChild(part);
+      part.append(list);
+      box.append(part);
     });
     if (r.t.length) {
       var tried = el("div", "tried");
-      tried.appendChild(el("h4", null, "What people try instead, run"));
+      tried.append(el("h4", null, "What people try instead, and what it did"));
       var items = el("ul");
       r.t.forEach(function (t) {
         var li = el("li");
-        li.appendChild(el("strong", null, text(t.l)));
-        li.appendChild(document.createTextNode(" " + joined(t.v)));
-        li.appendChild(diff(t.d, "The change tried: lines starting - are removed, + are added"));
-        items.appendChild(li);
+        li.append(el("strong", null, text(t.l)));
+        li.append(document.createTextNode(" " + joined(t.v)));
+        li.append(diff(t.d));
+        items.append(li);
       });
-      tried.appendChild(items);
-      box.appendChild(tried);
+      tried.append(items);
+      box.append(tried);
     }
     var links = el("p");
     link(links, "#" + r.s, "Read the explanation");
     link(links, "#loop-" + key, "See it in the table");
     link(links, "#diagnoser", "Run the diagnoser on your script");
-    box.appendChild(links);
+    box.append(links);
     out.className = r.kind;
     out.replaceChildren(box);
   }
 
   function render() {
-    var chosen = constrain();
-    if (chosen.indexOf(OTHER) >= 0) return showTemplate("checker-other", "other");
+    var state = constrain();
+    var chosen = state.chosen;
+    var missing = markMissing(chosen);
     var key = BY_ANSWERS[chosen.join(" ")];
-    if (chosen.indexOf(null) < 0 && key) return show(key);
-    showTemplate("checker-start", "");
+    if (chosen.indexOf(OTHER) >= 0) showTemplate("checker-other", "other");
+    else if (chosen.indexOf(null) < 0 && key) show(key);
+    else if (missing.length) {
+      showTemplate("checker-missing", "");
+      out.querySelector(".which").textContent =
+        (missing.length > 1 ? "questions " : "question ") + missing.join(" and ");
+    } else showTemplate("checker-start", "");
+    sayFirst(state.said);
   }
 
   function fragmentOf(chosen) {
@@ -183,7 +254,7 @@
     var params = new URLSearchParams(raw);
     NAMES.forEach(function (n) {
       var value = params.get(n);
-      inputs(n).forEach(function (input) { input.checked = input.value === value; });
+      INPUTS[n].forEach(function (input) { input.checked = input.value === value; });
     });
     render();
     if (out.querySelector("h3")) reveal();
@@ -202,7 +273,8 @@
     render();
     if (out.querySelector("h3")) reveal();
     var fragment = "#" + fragmentOf(answers());
-    if (location.hash !== fragment) history.pushState(null, "", fragment);
+    // one history entry for the whole form: Back leaves the checker in one press
+    if (location.hash !== fragment) history.replaceState(null, "", fragment);
   });
   form.addEventListener("submit", function (event) { event.preventDefault(); });
   window.addEventListener("hashchange", applyHash);

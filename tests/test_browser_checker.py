@@ -124,9 +124,9 @@ def assert_result(page, data, key):
     )
 
 
-def assert_no_claim(page):
+def assert_no_claim(page, asks="Answer the four questions above"):
     box = page.locator("#result")
-    expect(box).to_contain_text("Answer the four questions above")
+    expect(box).to_contain_text(asks)
     expect(box.locator("h3, dl, pre")).to_have_count(0)
     assert box.get_attribute("class") in ("", None)
 
@@ -156,15 +156,63 @@ def test_every_combination_through_the_form(page: Page, built_page, expected):
                 expect(page.locator("#result dd.text", has_text=message).first).to_be_visible()
         if any(k.endswith("~step") for k in variants(key)):
             assert answers(key)["retain"] == "retain"
-            assert INPLACE in headline and INPLACE in shown, key
+            assert "in-place error" in headline and INPLACE in shown, key
+        assert_words_for_a_reader(page, key)
     assert requests == [built_page.as_uri()]
+
+
+SENTENCES = """() => {
+  const box = document.getElementById("result");
+  const texts = [...box.querySelectorAll("h3, p.note, .variant > h4, .variant > p:not(.fix)")]
+    .map((e) => e.textContent);
+  for (const li of box.querySelectorAll(".tried li")) {
+    const copy = li.cloneNode(true);
+    copy.querySelectorAll("strong, pre").forEach((e) => e.remove());
+    texts.push(copy.textContent);
+  }
+  return texts;
+}"""
+GREYED = """() => [...document.querySelectorAll("#checker input:disabled")].map((input) => {
+  const note = document.getElementById(input.getAttribute("aria-describedby"));
+  return [input.name + "=" + input.value, input.parentNode.title,
+          note && !note.hidden ? note.textContent : ""];
+})"""
+
+
+def without_examples(text):
+    """The text with each '(e.g. ...)' taken out, nested parentheses included."""
+    while "(e.g. " in text:
+        start = text.index("(e.g. ")
+        depth, end = 0, start
+        for end in range(start, len(text)):
+            depth += {"(": 1, ")": -1}.get(text[end], 0)
+            if depth == 0:
+                break
+        text = text[:start] + text[end + 1 :]
+    return text
+
+
+def assert_words_for_a_reader(page, key):
+    """No sentence names a call of the loop without saying whose it is (the loop's line only as
+    an example after the role), no headline runs over 30 words, and every greyed option says
+    why on hover and to a screen reader."""
+    headline = page.locator("#result h3").inner_text()
+    assert len(headline.split()) <= 30, (key, headline)
+    for text in page.evaluate(SENTENCES):
+        assert not re.search(r"[\w)]\.backward\(", without_examples(text)), (key, text)
+        assert not re.search(r"\d+ saved tensors?|\d+ training loops", text), (key, text)
+    for option, title, note in page.evaluate(GREYED):
+        assert title.startswith("Not offered with your answer to question "), (key, option)
+        assert note.startswith("Greyed: not offered with your answer to question "), (key, option)
 
 
 def test_a_reader_whose_code_raises_is_told_what_to_check_next(page: Page, built_page, expected):
     key = "first-grad-nothing-create"
     page.goto(built_page.as_uri() + "#" + fragment(key))
     note = page.locator("#result p.note")
-    expect(note).to_contain_text("This loop does not raise this error")
+    expect(note).to_contain_text(
+        "A gradient penalty with create_graph=True, written the usual way, runs all 4 steps."
+    )
     expect(note).to_contain_text("is the fake batch detached in the critic step?")
     raising = page.locator("#result div.variant.raises")
     expect(raising.locator("h4")).to_contain_text("WGAN-GP")
@@ -177,11 +225,14 @@ def test_a_reader_whose_code_raises_is_told_what_to_check_next(page: Page, built
 def test_the_options_that_cannot_occur_are_disabled(page: Page, built_page):
     page.goto(built_page.as_uri())
     page.locator("input[name='when'][value='later']").check()
-    for value in ("twice", "shared", "gan", "gfirst", "grad", "dist", "ac"):
+    for value in ("shared", "gan", "gfirst", "grad", "dist", "ac"):
         expect(page.locator(f"input[name='calls'][value='{value}']")).to_be_disabled()
-    expect(page.locator("input[name='calls'][value='one']")).to_be_checked()  # the only option
+    expect(page.locator("input[name='calls'][value='twice']")).to_be_enabled()  # a re-run cell
+    page.locator("input[name='calls'][value='one']").check()
     expect(page.locator("input[name='reach'][value='nothing']")).to_be_disabled()
     expect(page.locator("input[name='reach'][value='lstm-both']")).to_be_enabled()
+    page.locator("input[name='calls'][value='twice']").check()
+    expect(page.locator("input[name='reach'][value='nothing']")).to_be_checked()  # the only one
     page.locator("input[name='when'][value='first']").check()
     page.locator("input[name='calls'][value='gan']").check()
     expect(page.locator("input[name='retain'][value='create']")).to_be_enabled()  # WGAN-GP
@@ -197,12 +248,100 @@ def test_before_any_answer_the_checker_claims_nothing(page: Page, built_page):
 
 
 @pytest.mark.parametrize(
-    "bad",
-    ["when=never&calls=one&reach=rnn&retain=none", "when=first&calls=one", "x=%ZZ&&=", "when="],
+    "bad, asks",
+    [
+        ("when=never&calls=one&reach=rnn&retain=none", "Answer question 1 too"),
+        ("when=first&calls=one", "Answer the four questions above"),
+        ("x=%ZZ&&=", "Answer the four questions above"),
+        ("when=", "Answer the four questions above"),
+    ],
 )
-def test_malformed_fragment_claims_nothing(page: Page, built_page, bad):
+def test_malformed_fragment_claims_nothing(page: Page, built_page, bad, asks):
     page.goto(built_page.as_uri() + "#" + bad)
-    assert_no_claim(page)
+    assert_no_claim(page, asks)
+
+
+def test_a_greyed_option_says_why_on_hover_and_to_a_screen_reader(page: Page, built_page):
+    page.goto(built_page.as_uri())
+    page.locator("input[name='when'][value='first']").check()
+    page.locator("input[name='calls'][value='twice']").check()
+    create = page.locator("input[name='retain'][value='create']")
+    expect(create).to_be_disabled()
+    why = (
+        "Not offered with your answer to question 2, \u201cbackward() twice on one loss"
+        " (a re-run notebook cell too)\u201d."
+    )
+    expect(create).to_have_accessible_description("Greyed: n" + why[1:])
+    expect(page.locator("label", has=create)).to_have_attribute("title", why)
+    expect(page.locator("#greyed-retain")).to_be_visible()
+    expect(page.locator("#hint-retain")).to_have_text(checker.QUESTIONS[3][2])  # kept as it is
+    page.locator("input[name='calls'][value='gan']").check()
+    expect(create).to_be_enabled()
+    expect(create).to_have_accessible_description("")
+    expect(page.locator("label", has=create)).not_to_have_attribute("title", re.compile("."))
+    expect(page.locator("#greyed-retain")).to_be_hidden()
+
+
+def test_an_unanswered_question_is_marked_when_a_later_one_is_answered(page: Page, built_page):
+    page.goto(built_page.as_uri())
+    page.locator("input[name='when'][value='first']").check()
+    expect(page.locator("#unanswered-calls")).to_be_hidden()
+    page.locator("input[name='retain'][value='none']").check()
+    expect(page.locator("#unanswered-calls")).to_be_visible()
+    expect(page.locator("#unanswered-calls")).to_have_text("Not answered yet.")
+    expect(page.locator("#unanswered-reach")).to_be_visible()
+    assert_no_claim(page, "Answer questions 2 and 3 too (marked above).")
+    page.locator("input[name='calls'][value='shared']").check()
+    expect(page.locator("#unanswered-calls")).to_be_hidden()
+    expect(page.locator("#unanswered-reach")).to_be_hidden()  # filled in: its only option
+    expect(page.locator("#result h3")).to_have_text(HEADLINES["first-shared-nothing-none"])
+
+
+def test_the_last_question_left_is_marked(page: Page, built_page):
+    page.goto(built_page.as_uri())
+    page.locator("input[name='when'][value='first']").check()
+    expect(page.locator("#unanswered-retain")).to_be_hidden()
+    page.locator("input[name='calls'][value='shared']").check()  # question 3 fills itself in
+    expect(page.locator("#unanswered-retain")).to_be_visible()
+    assert_no_claim(page, "Answer question 4 too (marked above).")
+    page.locator("input[name='retain'][value='none']").check()
+    expect(page.locator("#unanswered-retain")).to_be_hidden()
+
+
+def test_an_answer_the_form_clears_or_fills_is_said_in_the_live_region(page: Page, built_page):
+    page.goto(built_page.as_uri() + "#" + fragment("first-gan-nothing-create"))
+    expect(page.locator("#result h3")).to_have_count(1)
+    page.locator("input[name='calls'][value='twice']").check()
+    expect(page.locator("input[name='retain'][value='create']")).not_to_be_checked()
+    status = page.get_by_role("status")
+    twice = "your answer to question 2, \u201cbackward() twice on one loss (a re-run notebook cell too)\u201d"
+    expect(status.locator("p.said")).to_have_text(
+        "Cleared your answer to question 4, \u201ccreate_graph=True on autograd.grad()\u201d:"
+        f" it is not offered with {twice}."
+    )
+    page.locator("input[name='when'][value='saved']").check()
+    saved = "your answer to question 1, \u201cReading a saved tensor (grad_fn._saved_*, a graph viewer)\u201d"
+    filled = ": the only option offered with your earlier answers."
+    one = "Filled in your answer to question 2, \u201cOne backward()\u201d" + filled
+    expect(status.locator("p.said")).to_have_text(
+        [f"Cleared {twice}: it is not offered with {saved}.", one]
+    )  # question 3's answer, "Nothing", was already given
+    page.goto(built_page.as_uri())
+    page.locator("input[name='when'][value='saved']").check()
+    nothing = "Filled in your answer to question 3, \u201cNothing: fresh data each step\u201d"
+    expect(status.locator("p.said")).to_have_text([one, nothing + filled])
+
+
+def test_answers_replace_the_url_so_back_leaves_in_one_press(page: Page, built_page):
+    page.goto(built_page.as_uri())
+    length = page.evaluate("history.length")
+    answer(page, "first-shared-nothing-none")
+    assert page.evaluate("location.hash") == "#" + fragment("first-shared-nothing-none")
+    assert page.evaluate("history.length") == length
+    page.reload()
+    expect(page.locator("#result h3")).to_have_text(HEADLINES["first-shared-nothing-none"])
+    page.go_back()
+    assert page.url == "about:blank"
 
 
 def test_none_of_these_fits_points_to_anomaly_mode_and_the_diagnoser(page: Page, built_page):
@@ -213,6 +352,13 @@ def test_none_of_these_fits_points_to_anomaly_mode_and_the_diagnoser(page: Page,
     expect(box.locator("h3")).to_have_text("None of these fits")
     expect(box.get_by_role("link", name="anomaly mode")).to_have_attribute("href", "#anomaly")
     expect(box.get_by_role("link", name="diagnoser")).to_have_attribute("href", "#diagnoser")
+    rule = box.locator("p").first
+    expect(rule).to_contain_text("Detach it if it is a past value")
+    expect(rule).to_contain_text("compute it again in each step if it comes from weights you train")
+    download = box.get_by_role("link", name="download diagnose.py")
+    expect(download).to_have_attribute("href", "diagnose.py")
+    expect(download).to_have_attribute("download", "")
+    expect(box.locator("code", has_text="python diagnose.py train.py")).to_have_count(1)
 
 
 def test_deep_link_sets_the_form_and_scrolls_to_the_result(page: Page, built_page, expected):
@@ -235,7 +381,7 @@ def test_the_result_follows_question_four_and_the_presets_follow_it(page: Page, 
 
 
 EXPERT = {
-    "A notebook cell run again": ("cell", "    feat = torch.tanh(encoder(x))"),
+    "A notebook cell run again": ("", "    feat = torch.tanh(encoder(x))"),
     "nn.LSTM over sequences": ("", "    hidden = tuple(t.detach() for t in hidden)"),
     "WGAN-GP": ("", "D(fake.detach()).mean()"),
     "Saved tensors read after backward": ("", "._saved_result"),

@@ -122,7 +122,7 @@ def test_every_loop_is_a_real_training_step_without_instrumentation(answers):
     assert re.search(r"torch\.optim\.SGD\(", source)
     assert re.search(r"opt(_d|_g)?\.zero_grad\(\)", source)
     assert re.search(r"opt(_d|_g)?\.step\(\)", source)
-    if answers.variant == "cell":  # a notebook: one batch, cell 2 run twice
+    if answers.cell:  # a notebook: one batch, cell 2 run twice
         assert re.search(r"^for step in \(1, 2\):  # cell 2, run twice$", source, re.M)
     else:
         assert re.search(r"^for step, .* in enumerate\(zip\(.*\), start=1\):$", source, re.M)
@@ -154,7 +154,7 @@ def test_backward_calls_as_answered(answers):
         "dist": ["policy_loss", "entropy_loss"],
         "ac": ["critic_loss", "actor_loss"],
     }[answers.calls]
-    if answers.variant == "cell":
+    if answers.cell:
         expected = ["loss"]  # one call in the cell, which runs twice
     if wgan:
         expected = ["d_loss", "g_loss"]
@@ -264,7 +264,7 @@ def test_every_fix_ran_without_raising_with_its_optimizer_stepping(loops, answer
     assert run.fix.key == loop.fix(answers).key
     assert run.fix.source == loop.build_loop(loop.fix(answers))
     assert run.fix.raised is None
-    steps = 2 if answers.variant == "cell" else loop.STEPS
+    steps = 2 if answers.cell else loop.STEPS
     assert [s.step for s in run.fix.steps] == list(range(1, steps + 1))
     for step in run.fix.steps:
         assert step.grads and all(g.norm is not None for g in step.grads)
@@ -284,7 +284,7 @@ def test_loop_ran_as_built_and_verdict_follows_from_the_run(loops, answers):
     v = checker.verdict(run)
     if run.raised is None:
         assert v.kind in ("runs", "costs")
-        assert len(run.steps) == (2 if answers.variant == "cell" else loop.STEPS)
+        assert len(run.steps) == (2 if answers.cell else loop.STEPS)
         return
     assert len(run.steps) == run.raised_step - 1
     assert f"on step {run.raised_step} " in v.outcome
@@ -305,7 +305,7 @@ def test_the_reader_with_these_answers_sees_this_error(loops, answers):
         assert run.raised is None or not run.raised.message.startswith(THIS)
         return
     assert run.raised.message.startswith(THIS)
-    step = 2 if answers.when == "later" or answers.variant == "cell" else 1
+    step = 2 if answers.when == "later" or answers.cell else 1
     assert run.raised_step == step
     assert ("_saved_" in run.raised.code) == (answers.when == "saved")
 
@@ -400,9 +400,9 @@ def test_expected_lines_match_the_capture(loops, answers):
     else:
         assert anomaly is None
         assert "tanh" in lines[found["forward"] - 1]  # the node whose saved output was read
+    twice = answers.calls == "twice" or answers.cell  # a re-run cell too, on a later step
     cause = {"saved": "saved-read", "later": "carried-state"}.get(answers.when)
-    twice = answers.calls == "twice" or answers.variant == "cell"
-    cause = cause or ("same-loss-twice" if twice else "shared-forward")
+    cause = "same-loss-twice" if twice else cause or "shared-forward"
     assert found["cause"] == cause
 
 
@@ -420,7 +420,7 @@ def test_plain_and_measured_runs_agree(answers):
         lines = source.splitlines()
         described = [harness.describe_exception(e, job["file"], lines) for e in (plain, measured)]
         assert described[0]["line"] == described[1]["line"]
-    steps = 2 if answers.variant == "cell" else loop.STEPS
+    steps = 2 if answers.cell else loop.STEPS
     assert len(recorder.completed()) == (steps if plain is None else namespace["step"] - 1)
     assert torch.Tensor.backward.__name__ == "backward"  # restored
     assert sys.gettrace() is None
@@ -519,14 +519,43 @@ def test_headlines_say_runs_only_under_a_condition_where_a_variant_raises(loops)
     for a in COMBOS:
         shown = [k for k in (b.key for b in SHAPED if b.combo == a.key)]
         raising = [k for k in shown if loops[k].raised is not None]
+        headline = headlines[a.key]
         if raising and len(shown) > 1:
-            for clause in headlines[a.key].rstrip(".").split("; "):
-                if " runs" in clause or clause.startswith("Runs"):
-                    assert (
-                        clause.split(", ")[0].lower().startswith(("if ", "with", "when", "for"))
-                    ), clause
-        assert "already the fix" not in headlines[a.key]
+            assert headline.startswith("Depending on its shape (below)") or headline.endswith(
+                " in each shape below."
+            ), headline
+            assert not headline.startswith("Runs"), headline
+        assert len(headline.split()) <= 30, headline
+        assert "already the fix" not in headline
     assert not any("already the fix" in s for s in data["strings"])
+
+
+@pytest.mark.parametrize(
+    "receiver, role",
+    [
+        ("loss_aux", "the auxiliary loss's backward()"),
+        ("running_loss", "the backward() on your running total"),
+        ("actor_loss", "the actor's backward()"),
+        ("g_loss", "G's backward()"),
+    ],
+)
+def test_a_raising_call_is_named_by_its_role_with_the_loops_line_as_example(loops, receiver, role):
+    found = [
+        run
+        for run in loops.values()
+        if run.raised and checker.call_of(run.raised.code).startswith(receiver + ".backward(")
+    ]
+    assert found
+    for run in found:
+        outcome = checker.verdict(run).outcome
+        assert f" at {role} (e.g. {checker.call_of(run.raised.code)}): " in outcome
+
+
+def test_a_second_call_on_one_loss_is_the_second_backward(loops):
+    run = loops["first-twice-nothing-none"]
+    assert " at your second backward() (e.g. loss.backward()): " in checker.verdict(run).outcome
+    run = loops["later-twice-nothing-none"]
+    assert " at the backward() in your re-run cell (e.g. " in checker.verdict(run).outcome
 
 
 def test_the_checks_behind_the_sentences_stop_the_build(loops):
@@ -573,3 +602,21 @@ def test_the_checks_behind_the_sentences_stop_the_build(loops):
 
     with pytest.raises(ClaimError, match="its fix is the same code"):
         built(no_fix)
+
+
+def test_a_wgan_gp_is_answered_under_either_reading_of_question_four(loops):
+    """Canonical WGAN-GP code passes create_graph=True, retain_graph=True to autograd.grad: a
+    reader may answer 'create' or 'retain' (or 'neither'); each path shows the WGAN-GP raising and
+    the critic's detach() as the fix, which trains every parameter at every step."""
+    wgan = {
+        "first-gan-nothing-create": "create_graph=True)",
+        "first-gan-nothing-retain~wgan": "create_graph=True, retain_graph=True)",
+        "first-gan-nothing-none~wgan": "create_graph=True)",
+    }
+    for key, call in wgan.items():
+        run = loops[key]
+        assert f"torch.autograd.grad(D(mix).sum(), mix, {call}" in run.source, key
+        assert run.raised.message.startswith(THIS), key
+        assert checker.call_of(run.raised.code) == "g_loss.backward()", key
+        assert "D(fake.detach())" in run.fix.source and "retain_graph" not in run.fix.source
+        assert all(g.norm is not None for s in run.fix.steps for g in s.grads), key
