@@ -595,6 +595,33 @@ def label_of(key):
     return ", ".join(SHORT[a] for a in split_key(key)[0])
 
 
+# The script's data holds each result, block and tried change as a list in this field order, not
+# an object (page weight: 36 results repeat every key); static/checker.js reads the same order.
+RESULT = ("n", "s", "b", "t")  # note, section, blocks, tried changes
+BLOCK = ("k", "l", "v", "m", "f", "d", "x")  # kind, label, verdict, message, fix, diff, fixed
+TRIED = ("l", "v", "d")  # label, verdict, diff
+
+
+def packed(result):
+    """A result as the script reads it: lists in RESULT, BLOCK and TRIED order."""
+    return [
+        result["n"],
+        result["s"],
+        [[b[name] for name in BLOCK] for b in result["b"]],
+        [[t[name] for name in TRIED] for t in result["t"]],
+    ]
+
+
+def unpacked(row):
+    """A packed result with its fields named again, and its kind as the script works it out."""
+    result = dict(zip(RESULT, row, strict=True))
+    result["b"] = [dict(zip(BLOCK, b, strict=True)) for b in result["b"]]
+    result["t"] = [dict(zip(TRIED, t, strict=True)) for t in result["t"]]
+    kinds = {b["k"] for b in result["b"]}
+    result["kind"] = kinds.pop() if len(kinds) == 1 else "mixed"
+    return result
+
+
 def build(loops):
     """Turn the loops into the page's checker data, deduplicating repeated text."""
     strings = []
@@ -692,13 +719,9 @@ def build(loops):
                 }
             )
         kind = kinds.pop() if len(kinds) == 1 else "mixed"
-        results[combo] = {
-            "kind": kind,
-            "n": ref(note),
-            "b": blocks,
-            "t": tried,
-            "s": section_of(main, verdict(main).kind),
-        }
+        results[combo] = packed(
+            {"n": ref(note), "s": section_of(main, verdict(main).kind), "b": blocks, "t": tried}
+        )
         main_fix = "".join(fix_pieces(fix_edits(main, ""))) if blocks[0]["f"] else None
         rows.append(
             {

@@ -5,6 +5,7 @@ import difflib
 import hashlib
 import json
 import re
+import string
 from dataclasses import dataclass
 from html import unescape
 from pathlib import Path
@@ -197,6 +198,43 @@ def minify_js(js, name="script"):
         out.append(text)
         gap = ""
     return "".join(out) + "\n"
+
+
+def _declared(words):
+    """Names a script declares: after var or function, and each function's parameters."""
+    found, params = set(), False
+    for i, (kind, text) in enumerate(words):
+        before = words[i - 1][1] if i else ""
+        if kind == "word" and (before in ("var", "function") or params):
+            found.add(text)
+        if text == "(" and (before == "function" or words[i - 2][1] == "function"):
+            params = True
+        elif text == ")":
+            params = False
+    return found
+
+
+def short_names(js, name="script"):
+    """Rename the names a script declares to one or two letters (page weight). A name ever read
+    as a property (after '.') or written as an object key (before ':') keeps its spelling, and no
+    new name is one the script already uses, so every reference still means what it meant."""
+    tokens = list(js_tokens(js, name))
+    words = [t for t in tokens if t[0] not in ("comment", "space")]
+    used = {text for kind, text in words if kind == "word"}
+    kept = {
+        text
+        for i, (kind, text) in enumerate(words)
+        if kind == "word"
+        and ((i and words[i - 1][1] == ".") or (i + 1 < len(words) and words[i + 1][1] == ":"))
+    }
+    counts = {}
+    for kind, text in words:
+        counts[text] = counts.get(text, 0) + 1
+    order = sorted(_declared(words) - kept, key=lambda w: (-counts[w] * len(w), w))
+    letters = string.ascii_letters
+    free = (n for n in [*letters, *(a + b for a in letters for b in letters)] if n not in used)
+    table = {w: next(free) for w in order if len(w) > 1}
+    return "".join(table.get(t, t) if k == "word" else t for k, t in tokens)
 
 
 # The page as tokens: raw-text elements (kept whole), comments, tags, and the text between them.
@@ -474,7 +512,10 @@ def render_page(snapshots, repro):
     fix_views = fixes(path, snapshot, {s.id: s for s in scenarios})
     data, loop_rows = checker.build(snapshot.loops) if snapshot.loops else ({}, [])
     css = minify_css((STATIC / "style.css").read_text(encoding="utf-8"))
-    js = "".join(minify_js((STATIC / name).read_text(encoding="utf-8"), name) for name in SCRIPTS)
+    js = "".join(
+        minify_js(short_names((STATIC / name).read_text(encoding="utf-8"), name), name)
+        for name in SCRIPTS
+    )
     env = Environment(
         loader=FileSystemLoader(TEMPLATES),
         autoescape=True,

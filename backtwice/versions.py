@@ -167,12 +167,12 @@ def _changed(aspect, items):
 def summary(snapshots):
     """One sentence, from the data alone: what held on every version and what changed."""
     newest = snapshots[-1][1]
-    versions = [s.environment.torch for _, s in snapshots]
     found = differences(snapshots)
     held = [aspect for aspect, items in found.items() if not items]
     changed = [_changed(aspect, items) for aspect, items in found.items() if items]
-    start = Markup("Across torch {}, all {} scenarios and {} checker loops ").format(
-        join(versions), len(newest.scenarios), len(newest.loops)
+    # The versions are named in the summary line just above it.
+    start = Markup("All {} scenarios and {} checker loops ").format(
+        len(newest.scenarios), len(newest.loops)
     )
     same = Markup("agree on {}").format(join(held)) if held else Markup("differ in every way")
     if not changed:

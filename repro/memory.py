@@ -10,16 +10,10 @@ def measure(retain):
 
     def pack(tensor):
         saved.append((weakref.ref(tensor), tensor.element_size() * tensor.nelement()))
-        return tensor, tensor._version
-
-    def unpack(packed):
-        tensor, version = packed
-        if tensor._version != version:  # the check a pack hook would otherwise switch off
-            raise RuntimeError("a saved tensor was modified by an inplace operation")
         return tensor
 
     x = torch.randn(2048, 2048, device=device, requires_grad=True)
-    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
         loss = x.exp().exp().sum()
     print("retain_graph", retain, "saved tensors", len(saved), "bytes", sum(b for _, b in saved))
     loss.backward(retain_graph=retain)

@@ -172,48 +172,52 @@
     parent.append(a);
   }
 
+  // A result is [note, section, blocks, tried changes]; a block is [kind, label, verdict,
+  // message, fix, diff, fixed]; a tried change [label, verdict, diff] (checker.py: RESULT, BLOCK,
+  // TRIED). Its kind is its blocks' one kind, or "mixed".
   function show(key) {
     var r = data.results[key];
+    var kinds = r[2].map(function (b) { return b[0]; });
     var box = document.createDocumentFragment();
     // The headline is the one the table of loops shows for this combination.
     var head = el("h3", null, document.getElementById("loop-" + key).cells[1].textContent);
     head.tabIndex = -1;
     box.append(head);
-    if (r.n !== null) box.append(el("p", "note", text(r.n)));
-    r.b.forEach(function (b) {
-      var part = el("div", "variant " + b.k);
-      if (b.l !== "") part.append(el("h4", null, joined(b.l)));
-      if (b.v !== "") part.append(el("p", null, joined(b.v)));
-      if (b.f !== "") {
-        part.append(el("p", "fix", joined(b.f)));
-        part.append(diff(b.d));
-        part.append(el("p", "fixed", text(b.x)));
+    if (r[0] !== null) box.append(el("p", "note", text(r[0])));
+    r[2].forEach(function (b) {
+      var part = el("div", "variant " + b[0]);
+      if (b[1] !== "") part.append(el("h4", null, joined(b[1])));
+      if (b[2] !== "") part.append(el("p", null, joined(b[2])));
+      if (b[4] !== "") {
+        part.append(el("p", "fix", joined(b[4])));
+        part.append(diff(b[5]));
+        part.append(el("p", "fixed", text(b[6])));
       }
       var list = el("dl");
-      entry(list, "The exact text", joined(b.m), "text");
+      entry(list, "The exact text", joined(b[3]), "text");
       part.append(list);
       box.append(part);
     });
-    if (r.t.length) {
+    if (r[3].length) {
       var tried = el("div", "tried");
       tried.append(el("h4", null, "What people try instead, and what it did"));
       var items = el("ul");
-      r.t.forEach(function (t) {
+      r[3].forEach(function (t) {
         var li = el("li");
-        li.append(el("strong", null, text(t.l)));
-        li.append(document.createTextNode(" " + joined(t.v)));
-        li.append(diff(t.d));
+        li.append(el("strong", null, text(t[0])));
+        li.append(document.createTextNode(" " + joined(t[1])));
+        li.append(diff(t[2]));
         items.append(li);
       });
       tried.append(items);
       box.append(tried);
     }
     var links = el("p");
-    link(links, "#" + r.s, "Read the explanation");
+    link(links, "#" + r[1], "Read the explanation");
     link(links, "#loop-" + key, "See it in the table");
     link(links, "#diagnoser", "Run the diagnoser on your script");
     box.append(links);
-    out.className = r.kind;
+    out.className = kinds.every(function (k) { return k === kinds[0]; }) ? kinds[0] : "mixed";
     out.replaceChildren(box);
   }
 

@@ -530,6 +530,14 @@ def test_headlines_say_runs_only_under_a_condition_where_a_variant_raises(loops)
     assert not any("already the fix" in s for s in data["strings"])
 
 
+def test_the_packed_result_reads_back_with_the_tables_kind(loops):
+    data, rows = checker.build(loops)
+    for row in rows:
+        result = checker.unpacked(data["results"][row["key"]])
+        assert result["kind"] == row["verdict"]["kind"]
+        assert checker.packed(result) == data["results"][row["key"]]
+
+
 @pytest.mark.parametrize(
     "receiver, role",
     [

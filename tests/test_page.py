@@ -496,6 +496,32 @@ def test_minified_page_script_keeps_every_token():
         assert len(minified) < 0.8 * len(source)
 
 
+def test_short_names_renames_only_declared_names_never_properties_or_keys():
+    source = (
+        "(function () {\n  var data = load(), count = 1;\n  function show(value, b) {\n"
+        "    return { value: value, size: data.size, b: b };\n  }\n  show(data, 'data');\n})();\n"
+    )
+    assert render.short_names(source) == (
+        "(function () {\n  var a = load(), count = 1;\n  function c(value, b) {\n"
+        "    return { value: value, size: a.size, b: b };\n  }\n  c(a, 'data');\n})();\n"
+    )
+
+
+def test_the_page_script_keeps_every_token_but_the_names_it_declares():
+    for name in render.SCRIPTS:
+        source = (render.STATIC / name).read_text("utf-8")
+        before = [t for t in render.js_tokens(source) if t[0] not in ("comment", "space")]
+        shortened = render.short_names(source, name)
+        after = [t for t in render.js_tokens(shortened) if t[0] not in ("comment", "space")]
+        assert [k for k, _ in after] == [k for k, _ in before]
+        pairs = [(t, u) for t, u in zip(before, after, strict=True) if t != u]
+        assert pairs and all(t[0] == "word" for t, _ in pairs)
+        renamed = {(t[1], u[1]) for t, u in pairs}
+        # One new name per old name and the other way round: no two names merge.
+        assert len({a for a, _ in renamed}) == len({b for _, b in renamed}) == len(renamed)
+        assert {b for _, b in renamed}.isdisjoint(t for _, t in before)
+
+
 class Events(HTMLParser):
     """What a browser's parser reads: tags with their attributes, and text with references
     resolved."""
