@@ -228,7 +228,7 @@ def short_names(js, name="script"):
         and ((i and words[i - 1][1] == ".") or (i + 1 < len(words) and words[i + 1][1] == ":"))
     }
     counts = {}
-    for kind, text in words:
+    for _, text in words:
         counts[text] = counts.get(text, 0) + 1
     order = sorted(_declared(words) - kept, key=lambda w: (-counts[w] * len(w), w))
     letters = string.ascii_letters

@@ -254,7 +254,6 @@ def test_new_torch_capture_prints_drift_against_the_newest_other(tmp_path, snaps
 
 def test_summary_names_what_held_and_what_changed(two_versions, snapshot_data):
     snapshots = snap.load_dir(two_versions)
-    newest = snapshots[-1][1].environment.torch
     scenarios, loops = len(snapshot_data["scenarios"]), len(snapshot_data["loops"])
     assert versions.summary(snapshots) == (
         f"All {scenarios} scenarios and {loops} checker loops "
