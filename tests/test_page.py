@@ -286,7 +286,7 @@ def test_prose_under_1600_words_and_the_message_at_most_twice(built_html, newest
 def test_short_answer_shows_each_fix_as_the_lines_that_changed(built_html):
     section = re.search(r'<section id="answer".*?</section>', built_html, re.S).group(0)
     blocks = re.findall(
-        r'<a href="#([\w-]+)">.*?<pre class="fix" tabindex="0"><code>(.*?)</code></pre>',
+        r'<li><a href="#([\w-]+)">.*?<pre class="fix" tabindex="0"><code>(.*?)</code></pre>',
         section,
         re.S,
     )
