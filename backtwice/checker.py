@@ -311,16 +311,6 @@ def capital(parts):
     return [parts[0][0].upper() + parts[0][1:], *parts[1:]]
 
 
-def split_message(message):
-    """A message in pieces that recur across messages: cut after each ': ' and '. '."""
-    pieces, start = [], 0
-    for i in range(len(message) - 1):
-        if message[i : i + 2] in (": ", ". "):
-            pieces.append(message[start : i + 2])
-            start = i + 2
-    return pieces + [message[start:]]
-
-
 # Whose backward a call is, by the tensor it is called on: the reader's code names these
 # differently, but the role carries over.
 ROLES = {
@@ -598,7 +588,9 @@ def label_of(key):
 # The script's data holds each result, block and tried change as a list in this field order, not
 # an object (page weight: 36 results repeat every key); static/checker.js reads the same order.
 RESULT = ("n", "s", "b", "t")  # note, section, blocks, tried changes
-BLOCK = ("k", "l", "v", "m", "f", "d", "x")  # kind, label, verdict, message, fix, diff, fixed
+# A block holds no exact text: its headline or verdict quotes the message's first clause, the loop's
+# tensor shapes are not the reader's, and the page's message is in full under "The error".
+BLOCK = ("k", "l", "v", "f", "d", "x")  # kind, label, verdict, fix, diff, fixed
 TRIED = ("l", "v", "d")  # label, verdict, diff
 
 
@@ -652,7 +644,7 @@ def build(loops):
         main = loops[combo]
         shapes = [k for k in keys[1:] if k.partition("~")[2] in SHAPES]
         dead = [k for k in keys[1:] if k.partition("~")[2] in DEAD_ENDS]
-        conds, blocks, kinds, shown = [], [], set(), set()
+        conds, blocks, kinds = [], [], set()
         for key in [combo, *shapes]:
             run, variant = loops[key], key.partition("~")[2]
             v = verdict(run)
@@ -677,16 +669,11 @@ def build(loops):
                 "k": v.kind,
                 # one sentence per variant; a single loop's is the headline, unless it runs at a cost
                 "v": refs(capital([*v.parts, "."])) if cond or v.kind == "costs" else "",
-                # the exact text, once where variants raise alike
-                "m": refs(split_message(f"{run.raised.type}: {run.raised.message}"))
-                if run.raised and run.raised.message not in shown
-                else "",
                 "f": refs(fix_pieces(edits)) if edits else "",
                 "d": encode_diff(diff_hunks(run.source, run.fix.source), ref) if edits else "",
                 "x": ref(fixed_sentence(run) if edits else None),
             }
             blocks.append(block)
-            shown.add(run.raised.message if run.raised else None)
         headline = headline_of([v for _, v in conds])
         note = None
         if main.raised is None and main.source == main.fix.source:

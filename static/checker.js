@@ -129,12 +129,6 @@
     return node;
   }
 
-  function entry(list, term, value, className) {
-    if (value === null) return;
-    list.append(el("dt", null, term));
-    list.append(el("dd", className, value));
-  }
-
   function showTemplate(id, className) {
     out.className = className;
     out.replaceChildren(document.getElementById(id).content.cloneNode(true));
@@ -172,9 +166,9 @@
     parent.append(a);
   }
 
-  // A result is [note, section, blocks, tried changes]; a block is [kind, label, verdict,
-  // message, fix, diff, fixed]; a tried change [label, verdict, diff] (checker.py: RESULT, BLOCK,
-  // TRIED). Its kind is its blocks' one kind, or "mixed".
+  // A result is [note, section, blocks, tried changes]; a block is [kind, label, verdict, fix,
+  // diff, fixed]; a tried change [label, verdict, diff] (checker.py: RESULT, BLOCK, TRIED). Its
+  // kind is its blocks' one kind, or "mixed".
   function show(key) {
     var r = data.results[key];
     var kinds = r[2].map(function (b) { return b[0]; });
@@ -188,14 +182,11 @@
       var part = el("div", "variant " + b[0]);
       if (b[1] !== "") part.append(el("h4", null, joined(b[1])));
       if (b[2] !== "") part.append(el("p", null, joined(b[2])));
-      if (b[4] !== "") {
-        part.append(el("p", "fix", joined(b[4])));
-        part.append(diff(b[5]));
-        part.append(el("p", "fixed", text(b[6])));
+      if (b[3] !== "") {
+        part.append(el("p", "fix", joined(b[3])));
+        part.append(diff(b[4]));
+        part.append(el("p", "fixed", text(b[5])));
       }
-      var list = el("dl");
-      entry(list, "The exact text", joined(b[3]), "text");
-      part.append(list);
       box.append(part);
     });
     if (r[3].length) {

@@ -79,9 +79,7 @@ def test_markup_in_captured_text_stays_text(page: Page, doctor):
     seen = watch(page)
     page.goto(path.as_uri() + "#" + fragment("first-shared-nothing-none"))
     expect(page.locator("blockquote.message")).to_have_text(evil)
-    expect(page.locator("#result dt:text-is('The exact text') + dd")).to_have_text(
-        f"RuntimeError: {evil}"
-    )
+    expect(page.locator("#result h3")).to_contain_text(evil)
     expect(page.locator("img")).to_have_count(0)
     assert seen["dialogs"] == []
     assert seen["requests"] == [path.as_uri()]

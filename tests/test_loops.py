@@ -505,14 +505,6 @@ def test_diff_hunks_keep_one_line_of_context_and_mark_gaps():
     ]
 
 
-def test_messages_split_into_pieces_that_join_back(loops):
-    for run in loops.values():
-        if run.raised is not None:
-            pieces = checker.split_message(run.raised.message)
-            assert "".join(pieces) == run.raised.message
-            assert all(p.endswith((": ", ". ")) for p in pieces[:-1])
-
-
 def test_headlines_say_runs_only_under_a_condition_where_a_variant_raises(loops):
     data, rows = checker.build(loops)
     headlines = {row["key"]: row["verdict"]["headline"] for row in rows}
