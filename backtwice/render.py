@@ -207,7 +207,7 @@ def _declared(words):
         before = words[i - 1][1] if i else ""
         if kind == "word" and (before in ("var", "function") or params):
             found.add(text)
-        if text == "(" and (before == "function" or words[i - 2][1] == "function"):
+        if text == "(" and "function" in (before, words[i - 2][1] if i > 1 else ""):
             params = True
         elif text == ")":
             params = False
@@ -232,7 +232,8 @@ def short_names(js, name="script"):
         counts[text] = counts.get(text, 0) + 1
     order = sorted(_declared(words) - kept, key=lambda w: (-counts[w] * len(w), w))
     letters = string.ascii_letters
-    free = (n for n in [*letters, *(a + b for a in letters for b in letters)] if n not in used)
+    names = [*letters, *(a + b for a in letters for b in letters)]
+    free = (n for n in names if n not in used and n not in ("do", "if", "in"))  # keywords
     table = {w: next(free) for w in order if len(w) > 1}
     return "".join(table.get(t, t) if k == "word" else t for k, t in tokens)
 
