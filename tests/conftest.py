@@ -23,6 +23,40 @@ CHROMIUM_FLAGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+# The layers, by module: the browser tests start Chromium, these start or import torch (a
+# capture, a build, a loop run in process, the diagnoser on a script); the rest, the fast
+# layer, are marked `unit`.
+BROWSER = {"test_browser", "test_browser_checker", "test_browser_diagnoser"}
+TORCH = {
+    "test_capture",
+    "test_cli",
+    "test_diagnose",
+    "test_diagnose_page",
+    "test_diagnose_robust",
+    "test_faults",
+    "test_loops",
+    "test_reuse",
+    "test_versions",
+}
+# Modules that stay on one xdist worker: one Chromium for the browser tests, one capture of
+# test_capture's `known` scenarios, one diagnoser run per case for test_diagnose's `reports`.
+# Their module-scoped fixtures would otherwise run again on every worker.
+GROUPS = {**dict.fromkeys(BROWSER, "chromium"), "test_capture": "known", "test_diagnose": "reports"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(items):
+    """Mark each test with its layer, and its xdist group where it has one."""
+    for item in items:
+        module = item.path.stem
+        if module in BROWSER:
+            item.add_marker(pytest.mark.browser)
+        elif module in TORCH:
+            item.add_marker(pytest.mark.torch)
+        else:
+            item.add_marker(pytest.mark.unit)
+        if module in GROUPS:
+            item.add_marker(pytest.mark.xdist_group(GROUPS[module]))
 
 
 def committed_path():
