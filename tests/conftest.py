@@ -38,15 +38,10 @@ TORCH = {
     "test_reuse",
     "test_versions",
 }
-# Modules that stay on one xdist worker: one Chromium for the browser tests, one capture of
-# test_capture's `known` scenarios, one diagnoser run per case for test_diagnose's `reports`.
-# Their module-scoped fixtures would otherwise run again on every worker.
-GROUPS = {**dict.fromkeys(BROWSER, "chromium"), "test_capture": "known", "test_diagnose": "reports"}
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items):
-    """Mark each test with its layer, and its xdist group where it has one."""
+    """Mark each test with its layer."""
     for item in items:
         module = item.path.stem
         if module in BROWSER:
@@ -55,8 +50,6 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.torch)
         else:
             item.add_marker(pytest.mark.unit)
-        if module in GROUPS:
-            item.add_marker(pytest.mark.xdist_group(GROUPS[module]))
 
 
 def committed_path():
