@@ -14,7 +14,6 @@ import signal
 import sys
 from pathlib import Path
 
-from .child import Child
 from .errors import (
     EXIT_CODES,
     EXIT_HUNG_UP,
@@ -254,6 +253,8 @@ def run(args, say):
     child = None
     try:
         if args.check or (args.recapture is None and not args.render_only):
+            from .child import Child  # its imports are the first a capture makes; render needs none
+
             child = Child(args.python or sys.executable)
         if args.check:
             check(args, say, child)

@@ -338,6 +338,57 @@ def _load(kind, data, where):
     return data
 
 
+@functools.cache
+def _reader(kind):
+    """A function that builds `kind` from JSON data as _load does, without naming field paths
+    (a snapshot is read at every build, thousands of objects): it raises on anything _load
+    would refuse, and then _load reads the data again to say where."""
+    form, detail = _shape(kind)
+    if form == "any":
+        return _same
+    if form == "optional":
+        return lambda data: None if data is None else _reader(detail)(data)
+    if form == "dataclass":
+        return _dataclass_reader(kind, detail)
+    if form in ("tuple", "dict"):
+        return _container_reader(form, detail)
+    exact = detail
+    if kind is int:
+        return lambda data: (
+            data if isinstance(data, int) and data is not True and data is not False else _refuse()
+        )
+    return lambda data: data if isinstance(data, exact) else _refuse()
+
+
+def _dataclass_reader(kind, fields):
+    def read(data):
+        if not isinstance(data, dict):
+            _refuse()
+        return kind(**{name: _reader(hint)(data[name]) for name, hint in fields})
+
+    return read
+
+
+def _container_reader(form, inner):
+    if form == "tuple":
+        return lambda data: (
+            tuple(map(_reader(inner), data)) if isinstance(data, list) else _refuse()
+        )
+    return lambda data: (
+        {key: _reader(inner)(item) for key, item in data.items()}
+        if isinstance(data, dict)
+        else _refuse()
+    )
+
+
+def _same(data):
+    return data
+
+
+def _refuse():
+    raise ValueError("not what the snapshot's types say")
+
+
 _PARSED = {}  # sha256 of a snapshot's text -> the Snapshot read from it
 
 
@@ -371,6 +422,10 @@ def _parse(text, path):
             f"field 'schema' is {data.get('schema')!r} but this build reads schema {SCHEMA}; "
             f"{RECAPTURE}",
         )
+    try:
+        return _reader(Snapshot)(data)
+    except Exception:  # _load, which names the field path, says what is wrong
+        pass
     try:
         return _load(Snapshot, data, "")
     except ValueError as exc:

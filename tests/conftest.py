@@ -23,6 +23,33 @@ CHROMIUM_FLAGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+# The layers, by module: the browser tests start Chromium, these start or import torch (a
+# capture, a build, a loop run in process, the diagnoser on a script); the rest, the fast
+# layer, are marked `unit`.
+BROWSER = {"test_browser", "test_browser_checker", "test_browser_diagnoser"}
+TORCH = {
+    "test_capture",
+    "test_cli",
+    "test_diagnose",
+    "test_diagnose_page",
+    "test_diagnose_robust",
+    "test_faults",
+    "test_loops",
+    "test_reuse",
+    "test_versions",
+}
+
+
+def pytest_collection_modifyitems(items):
+    """Mark each test with its layer."""
+    for item in items:
+        module = item.path.stem
+        if module in BROWSER:
+            item.add_marker(pytest.mark.browser)
+        elif module in TORCH:
+            item.add_marker(pytest.mark.torch)
+        else:
+            item.add_marker(pytest.mark.unit)
 
 
 def committed_path():
