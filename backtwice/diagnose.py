@@ -1292,6 +1292,10 @@ class _Diagnoser:
             report["fix"] = self._fix(
                 cause, sub, report, freeing, holder, retained, call, trained, between
             )
+            facts = self._facts(cause, sub, holder, between, call, freeing, filename, line)
+            report["fixes"] = self._shown_fixes(
+                _candidates(_Facts(**facts, retained=retained, trained=trained, text=report["fix"]))
+            )
             if retained:
                 report["checker"] = report["checker"].replace("retain=none", "retain=retain")
                 report["fix"] = (
@@ -1723,6 +1727,51 @@ class _Diagnoser:
             "read them after it."
         )
 
+    def _facts(self, cause, sub, holder, between, call, freeing, filename, line):
+        """What the fix candidates read: real files and lines, and the holder found."""
+        rsite = [(c.co_filename, n) for c, n in call.site] if call else []
+        fsite = [(c.co_filename, n) for c, n in freeing.site]
+        if rsite[1:] and fsite[1:] and rsite[0] == fsite[0] and rsite[1] != fsite[1]:
+            rsite, fsite = rsite[1:], fsite[1:]  # a helper's two callers
+        name = holder[0] if holder else None
+        hfile = (holder[2] if holder else None) or filename or (rsite or fsite)[0][0]
+        special = bool(call and _cached_around(call.site))
+        if sub in ("rnn", "lstm", "lstm-both") and call and name:
+            special = special or bool(_window(call.site, name))
+        summed = between[1] if between and between[0] == "summed" else None
+        return dict(
+            cause=cause,
+            sub=sub or "",
+            name=name,
+            kind=holder[1] if holder else None,
+            hfile=hfile,
+            hline=holder[3] if holder and holder[1] in ("bank", "slices") else None,
+            nfile=filename,
+            nline=line,
+            rsite=rsite or fsite,
+            rfile=(rsite or fsite)[0][0],
+            rline=(rsite or fsite)[0][1],
+            ffile=fsite[0][0],
+            fline=fsite[0][1],
+            again=rsite[:1] == fsite[:1],
+            free_kind=freeing.kind,
+            grads=freeing.kind == "grad" and any(r() is not None for r in freeing.results),
+            between=between,
+            summed=summed,
+            summed_nodes=_accumulations(rsite or fsite, summed[0]) if summed else [],
+            reads_grad=bool(name and _grad_reads(hfile, name)),
+            bare=name and sub == "rnn" and _bare_detach(hfile, name),
+            special=special,
+        )
+
+    def _shown_fixes(self, fixes):
+        """The candidates with each file named as the reader gave it, and their diffs."""
+        for fix in fixes:
+            fix["diff"] = _diff(fix["edits"], self._show)
+            for edit in fix["edits"]:
+                edit["file"] = self._show(edit["file"])
+        return fixes
+
     def _show(self, filename):
         if self.script is not None and filename == self.script:
             return self.shown
@@ -1748,7 +1797,11 @@ class _Diagnoser:
             return self.report
         keys = ("error", "cause", "raised", "freed_by", "node", "fix", "checker")
         return dict(
-            dict.fromkeys(keys), torch=torch.__version__, lines=[], double_traversals=self.doubles
+            dict.fromkeys(keys),
+            torch=torch.__version__,
+            lines=[],
+            double_traversals=self.doubles,
+            fixes=[],
         )
 
 
@@ -1959,6 +2012,723 @@ def _cell(filename):
     return f"In [{number}]" if number is not None else None
 
 
+# Fixes as edits ---------------------------------------------------------------------------
+# A fix is data: edits of the reader's files (first and last line replaced by new text; an
+# insertion has last = first - 1), an applicability ("machine": the edit alone is the fix;
+# "manual": it needs the reader's choice), one sentence of why, and how a try went. Each kind
+# of edit below is one small function of the run's facts; the sentence is written from it.
+
+
+class _Facts(types.SimpleNamespace):
+    """What the run saw, as the fix candidates read it."""
+
+
+def _stmt(filename, line):
+    """The innermost statement around the line, and the block that holds it."""
+    found = [
+        (n.end_lineno - n.lineno, n, block)
+        for parent in ast.walk(_parse(filename))
+        for field in ("body", "orelse", "finalbody")
+        for block in [getattr(parent, field, None)]
+        if isinstance(block, list)
+        for n in block
+        if isinstance(n, ast.stmt) and n.lineno <= line <= n.end_lineno
+    ]
+    if not found:
+        return None, None
+    _, n, block = min(found, key=lambda item: item[0])
+    return n, block
+
+
+def _indent(filename, line):
+    raw = linecache.getline(filename, line)
+    return raw[: len(raw) - len(raw.lstrip())]
+
+
+def _edit(filename, start, end, new):
+    return {"file": filename, "start": start, "end": end, "new": new}
+
+
+def _insert_after(filename, line, text):
+    n, _ = _stmt(filename, line)
+    if n is None:
+        return None
+    pad = _indent(filename, n.lineno)
+    return _edit(filename, n.end_lineno + 1, n.end_lineno, "".join(pad + t + "\n" for t in text))
+
+
+def _insert_before(filename, line, text):
+    n, _ = _stmt(filename, line)
+    if n is None:
+        return None
+    pad = _indent(filename, n.lineno)
+    return _edit(filename, n.lineno, n.lineno - 1, "".join(pad + t + "\n" for t in text))
+
+
+def _delete(filename, line):
+    n, block = _stmt(filename, line)
+    if n is None:
+        return None
+    new = _indent(filename, n.lineno) + "pass\n" if len(block) == 1 else ""
+    return _edit(filename, n.lineno, n.end_lineno, new)
+
+
+def _splice(filename, node, text):
+    # Replace one expression's source by text, keeping the rest of its lines.
+    lines = linecache.getlines(filename)[node.lineno - 1 : node.end_lineno]
+    head = "".join(lines[:-1]).encode()
+    block = "".join(lines).encode()
+    start, end = node.col_offset, len(head) + node.end_col_offset
+    new = block[:start] + text.encode() + block[end:]
+    return _edit(filename, node.lineno, node.end_lineno, new.decode())
+
+
+def _detached(filename, node, method="detach()"):
+    text = ast.get_source_segment("".join(linecache.getlines(filename)), node) or ""
+    simple = isinstance(node, (ast.Name, ast.Attribute, ast.Subscript, ast.Call))
+    return _splice(filename, node, (text if simple else f"({text})") + "." + method)
+
+
+def _keyword(filename, line, name):
+    # `name=True` on the backward or autograd.grad call at the line.
+    for n in ast.walk(_parse(filename)):
+        func = getattr(n, "func", None)
+        called = getattr(func, "attr", None) or getattr(func, "id", None)
+        if not isinstance(n, ast.Call) or n.lineno > line or n.end_lineno < line:
+            continue
+        if called not in ("backward", "grad"):
+            continue
+        for k in n.keywords:
+            if k.arg == name:
+                return _splice(filename, k.value, "True")
+        text = ast.get_source_segment("".join(linecache.getlines(filename)), n)
+        inner = text[
+            text.index(
+                "(", len(ast.get_source_segment("".join(linecache.getlines(filename)), func))
+            )
+            + 1 : -1
+        ]
+        joined = f"{inner.rstrip()}, {name}=True" if inner.strip() else f"{name}=True"
+        return _splice(filename, n, text[: len(text) - len(inner) - 1] + joined + ")")
+    return None
+
+
+def _accumulations(site, total):
+    """(file, node) of what each `total += x` (or `total = total + x`) in the site's files adds."""
+    found = []
+    for filename in dict.fromkeys(file for file, _ in site):
+        for n in ast.walk(_parse(filename)):
+            if isinstance(n, ast.AugAssign) and _dotted(n.target) == total:
+                found.append((filename, n.value))
+            elif (
+                isinstance(n, ast.Assign)
+                and [_dotted(t) for t in n.targets] == [total]
+                and isinstance(n.value, ast.BinOp)
+                and _dotted(n.value.left) == total
+            ):
+                found.append((filename, n.value.right))
+    return found
+
+
+def _diff(edits, show):
+    """The edits as a unified diff of the changed lines with a line of context."""
+    import difflib
+
+    out = []
+    try:
+        texts = _edited_sources(edits, linecache.getlines)
+    except (OSError, ValueError):
+        return ""
+    for path, text in texts.items():
+        old = linecache.getlines(path)
+        name = show(path)
+        out += difflib.unified_diff(old, text.splitlines(True), name, name, n=1)
+    return "".join(line if line.endswith("\n") else line + "\n" for line in out)
+
+
+def _fix_of(edits, applicability, why):
+    edits = [e for e in edits if e is not None]
+    if applicability == "machine" and not edits:
+        return None
+    return {
+        "edits": edits,
+        "applicability": applicability,
+        "why": why,
+        "tried": {"outcome": "not tried"},
+    }
+
+
+def _assignments(filename, name):
+    # Assignments whose target is `name` (a name or dotted attribute; `self.x` matches `m.x`).
+    found = []
+    for n in ast.walk(_parse(filename)):
+        if isinstance(n, ast.Assign) and len(n.targets) == 1:
+            shown = _dotted(n.targets[0])
+            if shown and _same(shown, name) or shown == name:
+                found.append(n)
+    return sorted(found, key=lambda n: n.lineno)
+
+
+def _appends(filename, name):
+    for n in ast.walk(_parse(filename)):
+        func = getattr(n, "func", None)
+        if isinstance(n, ast.Call) and getattr(func, "attr", None) in ("append", "appendleft"):
+            shown = _dotted(func.value)
+            if shown and (shown == name or _same(shown, name)) and len(n.args) == 1:
+                yield n
+
+
+def _state_lines(f):
+    names = f.name.split(", ")
+    if len(names) == 1 and (f.kind in ("tuple", "pair") or f.sub.startswith("lstm")):
+        return [f"{f.name} = tuple(s.detach() for s in {f.name})"]
+    return [", ".join(names) + " = " + ", ".join(n + ".detach()" for n in names)]
+
+
+def _after_raise(f, lines):
+    # After the raising call, in the frame of the state's own file where there is one.
+    sites = [s for s in f.rsite if s[0] == f.hfile] or f.rsite[:1]
+    return [_insert_after(file, line, lines) for file, line in sites[-1:]]
+
+
+def _before_forward(f, lines):
+    if not f.nfile or not f.nline:
+        return [None]
+    first = f.name.split(", ")[0]
+    guarded = [f"if {first} is not None:"] + ["    " + t for t in lines]
+    return [_insert_before(f.nfile, f.nline, guarded)]
+
+
+def _fix_state(f):
+    """An RNN-like state carried into the next step: detach it once a step is done."""
+    found = []
+    if f.bare:
+        n, _ = _stmt(f.hfile, f.bare)
+        found.append(
+            _fix_of(
+                [_splice(f.hfile, n, f"{f.name} = {f.name}.detach()")],
+                "machine",
+                f"`{f.name}.detach()` returns a copy and changes nothing: assign it.",
+            )
+        )
+    lines = _state_lines(f)
+    if f.reads_grad:
+        fresh = [f"{f.name} = {f.name}.detach().requires_grad_()"]
+        found.append(
+            _fix_of(
+                _after_raise(f, fresh),
+                "machine",
+                f"Start each step from a fresh leaf `{f.name}`, so the next backward goes "
+                f"back through that step only and still fills `{f.name}.grad`.",
+            )
+        )
+    why = (
+        f"Detach `{f.name}` once a step's backward is done, so the next step goes back through "
+        "its own graph only (if no gradient should flow across steps, as in truncated BPTT)."
+    )
+    found.append(_fix_of(_after_raise(f, lines), "machine", why))
+    found.append(
+        _fix_of(
+            _before_forward(f, lines),
+            "machine",
+            f"Detach `{f.name}` where the next forward pass reads it, " + why.split(", ", 1)[1],
+        )
+    )
+    return found
+
+
+def _fix_kept(f):
+    """A list or bank of old outputs: store them detached."""
+    edits = [_detached(f.hfile, n.args[0]) for n in _appends(f.hfile, f.name)] if f.hfile else []
+    if f.sub == "bank" and f.hline:
+        n, _ = _stmt(f.hfile, f.hline)
+        edits += [_detached(f.hfile, n.value)] if isinstance(n, ast.Assign) else []
+    why = (
+        f"Store detached values in `{f.name}`, so later steps read them without graphs an "
+        "earlier call freed (if nothing should train through the stored values)."
+    )
+    return [_fix_of(edits, "machine", why)]
+
+
+def _fix_clear(f):
+    lines = [f"{f.name}.clear()"]
+    return [
+        _fix_of(
+            _after_raise(f, lines),
+            "machine",
+            f"Empty `{f.name}` once its losses were gone back through, so the next step starts a list of its own.",
+        )
+    ]
+
+
+def _fix_attr(f):
+    """A tensor kept on an object: detach it where it is stored, or compute it again."""
+    stores = _assignments(f.hfile, f.name) if f.hfile else []
+    edits = [_detached(f.hfile, n.value) for n in stores if not _fresh(n.value)]
+    return [
+        _fix_of(
+            edits, "machine", f"Store `{f.name}` detached, if it is a past value read as data."
+        ),
+        _fix_of(
+            [],
+            "manual",
+            f"If `{f.name}` comes from weights that train, compute it again in each forward pass instead of keeping it.",
+        ),
+    ]
+
+
+def _fix_built_before(f):
+    """A tensor built before the loop: compute it in each step, or take its values."""
+    n, _ = _stmt(f.nfile, f.nline) if f.nfile else (None, None)
+    if not isinstance(n, ast.Assign) or not f.name or "." in f.name:
+        return []
+    name = f.name
+    detach = _fix_of(
+        [_insert_after(f.nfile, n.end_lineno, [f"{name} = {name}.detach()"])],
+        "machine",
+        f"Take `{name}`'s values once (`{name}.detach()`), if it is a target or comes from weights this loop should not train through it.",
+    )
+    loops = [s for s in f.rsite if s[0] == f.nfile]
+    again = None
+    if loops:
+        body = _loop_body(f.nfile, loops[-1][1])
+        if body is not None and body.lineno > n.end_lineno:
+            text = "".join(linecache.getlines(f.nfile)[n.lineno - 1 : n.end_lineno])
+            pad, old = _indent(f.nfile, body.lineno), _indent(f.nfile, n.lineno)
+            moved = "".join(pad + t[len(old) :] if t.strip() else t for t in text.splitlines(True))
+            again = _fix_of(
+                [_edit(f.nfile, body.lineno, body.lineno - 1, moved)],
+                "machine",
+                f"Compute `{name}` again in each step, so the weights it comes from keep training through it.",
+            )
+    first = [detach, again] if f.sub in ("frozen", "target") else [again, detach]
+    return first
+
+
+def _loop_body(filename, line):
+    loops = _loops(filename, line)
+    if not loops:
+        return None
+    first = max(loops)[0]
+    for n in ast.walk(_parse(filename)):
+        if isinstance(n, LOOPS) and n.lineno == first:
+            return n.body[0]
+    return None
+
+
+def _fix_ema(f):
+    n, block = _stmt(f.nfile, f.nline)
+    while n is not None and not isinstance(n, ast.For):
+        outer = [
+            p
+            for p in ast.walk(_parse(f.nfile))
+            if isinstance(p, ast.For) and p.lineno < n.lineno <= p.end_lineno
+        ]
+        n = max(outer, key=lambda p: p.lineno) if outer else None
+    if n is None:
+        return []
+    text = linecache.getlines(f.nfile)[n.lineno - 1 : n.end_lineno]
+    pad = _indent(f.nfile, n.lineno)
+    new = pad + "with torch.no_grad():\n" + "".join("    " + t if t.strip() else t for t in text)
+    return [
+        _fix_of(
+            [_edit(f.nfile, n.lineno, n.end_lineno, new)],
+            "machine",
+            "Update the copied weights under `torch.no_grad()`, so the update builds no graph.",
+        )
+    ]
+
+
+def _fix_loss_kept(f):
+    edits = []
+    for n in _assignments(f.hfile, f.name) if f.hfile else []:
+        if isinstance(n.value, (ast.Name, ast.Attribute)):
+            edits.append(_detached(f.hfile, n.value))
+    return [
+        _fix_of(
+            edits,
+            "machine",
+            f"Keep `{f.name}` as a value, detached, so the next step goes back through its own loss only.",
+        )
+    ]
+
+
+def _fix_twice(f):
+    """The same loss gone back through twice: one call goes."""
+    if f.free_kind == "grad":
+        return [
+            _fix_of(
+                [_keyword(f.ffile, f.fline, "retain_graph")],
+                "machine",
+                "Keep the graph for the second call, which goes back through it again.",
+            )
+        ]
+    if f.summed:
+        total = f.summed[0]
+        edits = [_detached(file, n) for file, n in f.summed_nodes] + [_delete(f.rfile, f.rline)]
+        return [
+            _fix_of(
+                edits,
+                "machine",
+                f"Keep `{total}` without the graphs of losses already gone back through, and drop its backward call.",
+            )
+        ]
+    if f.again:
+        return []
+    return [
+        _fix_of(
+            [_delete(f.rfile, f.rline)],
+            "machine",
+            "Remove the second call: the first already put these gradients in `.grad`.",
+        ),
+        _fix_of(
+            [_delete(f.ffile, f.fline)],
+            "machine",
+            "Remove the first call, if the second is the one that should stay.",
+        ),
+    ]
+
+
+def _fix_shared(f):
+    """Two losses on one forward pass."""
+    if f.sub == "grad":
+        word = "create_graph" if f.grads else "retain_graph"
+        return [
+            _fix_of(
+                [_keyword(f.ffile, f.fline, word)],
+                "machine",
+                "Keep the graph at the first torch.autograd.grad call"
+                + (
+                    " and make its result differentiable, as a loss uses it."
+                    if f.grads
+                    else ", which the second call needs."
+                ),
+            )
+        ]
+    if f.between and f.between[0] == "detach":
+        name, file, line = f.between[1]
+        nodes = [
+            n
+            for n in ast.walk(_parse(file))
+            if isinstance(n, ast.Name) and n.id == name and n.lineno == line
+        ]
+        return [
+            _fix_of(
+                [_detached(file, nodes[0])] if nodes else [],
+                "machine",
+                f"Give the second loss `{name}` detached, if it should not train the pass the step changed.",
+            )
+        ]
+    if f.retained or f.trained or f.between:
+        return []
+    site = (f.rfile, f.rline) if f.again else (f.ffile, f.fline)
+    return [
+        _fix_of(
+            [_keyword(*site, "retain_graph")],
+            "machine",
+            "Keep the graph at the first call for the second, which goes back through the same pass (adding the losses and calling backward once gives the same gradients).",
+        )
+    ]
+
+
+_FIXES = {
+    "carried-state/rnn": _fix_state,
+    "carried-state/lstm": _fix_state,
+    "carried-state/lstm-both": _fix_state,
+    "carried-state/kept": _fix_kept,
+    "carried-state/bank": _fix_kept,
+    "carried-state/clear": _fix_clear,
+    "carried-state/attr": _fix_attr,
+    "carried-state/before": _fix_built_before,
+    "carried-state/target": _fix_built_before,
+    "carried-state/frozen": _fix_built_before,
+    "carried-state/slices": _fix_state,
+    "carried-state/ema": _fix_ema,
+    "carried-state/loss": _fix_loss_kept,
+    "same-loss-twice": _fix_twice,
+    "shared-forward": _fix_shared,
+}
+
+
+def _candidates(f):
+    """The fixes to offer, machine-applicable first, in the order the run's facts favour."""
+    rule = _FIXES.get(f"{f.cause}/{f.sub}") or _FIXES.get(f.cause)
+    found = []
+    if rule is not None and not f.special:
+        with contextlib.suppress(Exception):  # a fix that cannot be written is not offered
+            found = [x for x in rule(f) if x is not None]
+    seen, unique = set(), []
+    for fix in found:
+        key = json.dumps(fix["edits"], sort_keys=True)
+        if fix["edits"] and key in seen:
+            continue
+        seen.add(key)
+        unique.append(fix)
+    if f.text:  # the sentence, for what no edit here does (add the losses, step once)
+        unique.append(_fix_of([], "manual", f.text))
+    return unique
+
+
+# Trying fixes -----------------------------------------------------------------------------
+# `--try` runs the script again in a fresh process for each machine-applicable fix, the edits
+# applied in memory (files on disk unchanged), and stops it two calls past the one that raised.
+# A fix passes when that run raises nothing and every parameter that got a gradient before the
+# error in the original run gets a non-zero gradient again.
+TRY_ENV = "BACKTWICE_TRY"
+_EDITED = {}  # in a try: {absolute path: edited text}; "__main__": the script's globals
+TRIES = 6
+# A try may take this long: a fresh interpreter, then four times what the run took to the error.
+TRY_BASE, TRY_FACTOR = 10.0, 4.0
+_STARTED = __import__("time").monotonic()
+
+
+class _Tracker:
+    """Counts backward and grad calls and notes the leaves that got a non-zero gradient."""
+
+    def __init__(self, stop_after=None, result=None):
+        self.calls, self.raised_at, self.got = 0, None, {}
+        self.stop_after, self.result, self.patched = stop_after, result, []
+
+    def start(self):
+        for name in ("backward", "grad"):
+            original = getattr(torch.autograd, name)
+            self.patched.append((name, original))
+            setattr(torch.autograd, name, self._wrap(original, name))
+
+    def stop(self):
+        for name, original in self.patched:
+            setattr(torch.autograd, name, original)
+        self.patched = []
+
+    def _wrap(self, original, kind):
+        @functools.wraps(original)
+        def tracked(*args, **kwargs):
+            roots = args[0] if args else kwargs.get("tensors" if kind == "backward" else "outputs")
+            leaves = _leaves(_kind(roots)[1]) if kind == "backward" else []
+            self.calls += 1
+            try:
+                result = original(*args, **kwargs)
+            except BaseException as exc:
+                text = str(exc)
+                if self.raised_at is None and (BACKWARD_TWICE in text or INPLACE in text):
+                    self.raised_at = self.calls
+                    self.baseline = self.names(sys._getframe(1))
+                exc.__traceback__ = exc.__traceback__.tb_next
+                raise
+            inputs = args[1] if kind == "grad" and len(args) > 1 else kwargs.get("inputs")
+            if kind == "grad":
+                inputs = [inputs] if isinstance(inputs, torch.Tensor) else list(inputs or ())
+                pairs = [(t, result[i]) for i, t in enumerate(inputs) if i < len(result)]
+            else:
+                pairs = ((t, t.grad) for t in leaves)
+            for tensor, grad in pairs:
+                if grad is not None and id(tensor) not in self.got and bool(grad.ne(0).any()):
+                    self.got[id(tensor)] = tensor
+            if self.stop_after is not None and self.calls >= self.stop_after:
+                self.finish(None, sys._getframe(1))
+            return result
+
+        return tracked
+
+    def names(self, frame):
+        """The names of the tensors that got gradients, as the reader's code reaches them."""
+        return _param_names(self.got, frame)
+
+    def finish(self, error, frame):
+        # In a try: say how it went and end the process, as its own exit would not tell.
+        outcome = {"calls": self.calls, "parameters": self.names(frame), "error": error}
+        with open(self.result, "w", encoding="utf-8") as out:
+            json.dump(outcome, out)
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(0)
+
+
+def _leaves(tensors, limit=SEARCH_LIMIT):
+    stack, seen, found = [t.grad_fn for t in tensors if t.grad_fn is not None], {}, []
+    found += [t for t in tensors if t.grad_fn is None and t.requires_grad]
+    while stack and len(seen) < limit:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen[id(node)] = node
+        variable = getattr(node, "variable", None)
+        if variable is not None:
+            found.append(variable)
+        else:
+            stack.extend(_children(node))
+    return found
+
+
+def _param_names(got, frame):
+    named, scopes = {}, [_EDITED.get("__main__") or vars(sys.modules["__main__"])]
+    frames = []
+    while frame is not None:
+        if _is_reader(frame.f_code):
+            frames.append(frame.f_locals)
+        frame = frame.f_back
+    for scope in scopes + frames[::-1]:
+        for var, value in list(scope.items()):
+            for name, tensor in _named_tensors(var, value):
+                named.setdefault(id(tensor), name)
+    return sorted(
+        named.get(key, "a tensor of shape " + str(list(t.shape))) for key, t in got.items()
+    )
+
+
+def _named_tensors(var, value, depth=2):
+    if isinstance(value, torch.Tensor):
+        return [(var, value)]
+    if isinstance(value, torch.nn.Module):
+        return [(f"{var}.{n}", p) for n, p in value.named_parameters()]
+    if isinstance(value, torch.optim.Optimizer):
+        return [
+            (f"{var}.param_groups[{i}][{j}]", p)
+            for i, g in enumerate(value.param_groups)
+            for j, p in enumerate(g["params"])
+        ]
+    if depth and isinstance(value, (list, tuple)):
+        return [
+            x for i, v in enumerate(value[:64]) for x in _named_tensors(f"{var}[{i}]", v, depth - 1)
+        ]
+    if depth and isinstance(value, dict):
+        return [
+            x
+            for k, v in list(value.items())[:64]
+            for x in _named_tensors(f"{var}[{k!r}]", v, depth - 1)
+        ]
+    return []
+
+
+def _read_lines(path):
+    with open(path, encoding="utf-8") as handle:
+        return handle.read().splitlines(True)
+
+
+def _edited_sources(edits, read=_read_lines):
+    """Each edited file's text, the edits applied: {path: text}."""
+    texts = {}
+    for e in sorted(edits, key=lambda e: -e["start"]):
+        path = e["file"] if read is not _read_lines else os.path.abspath(e["file"])
+        lines = texts.get(path)
+        if lines is None:
+            lines = list(read(path))
+            if not lines:
+                raise ValueError(path)
+        lines[e["start"] - 1 : e["end"]] = e["new"].splitlines(True)
+        texts[path] = lines
+    return {path: "".join(lines) for path, lines in texts.items()}
+
+
+def _use_sources(texts):
+    """Run these texts in place of the files on disk: the script, and modules it imports."""
+    import importlib.machinery
+
+    for path, text in texts.items():
+        linecache.cache[path] = (len(text), None, text.splitlines(True), path)
+    _EDITED.update(texts)
+    loader = importlib.machinery.SourceFileLoader
+    original = loader.get_code
+
+    def get_code(self, fullname):
+        path = os.path.abspath(self.get_filename(fullname))
+        if path in texts:
+            return compile(texts[path], path, "exec", dont_inherit=True)
+        return original(self, fullname)
+
+    loader.get_code = get_code
+    return texts
+
+
+def _try_one(fix, argv, budget, baseline):
+    """Run the script again with the fix's edits; return its `tried` record."""
+    with tempfile.TemporaryDirectory(prefix="backtwice-try-") as folder:
+        spec, result = os.path.join(folder, "spec.json"), os.path.join(folder, "result.json")
+        with open(spec, "w", encoding="utf-8") as out:
+            json.dump(
+                {"edits": fix["edits"], "stop_after": baseline["stop"], "result": result}, out
+            )
+        env = dict(os.environ, **{TRY_ENV: spec})
+        log = os.path.join(folder, "log")
+        with open(log, "wb") as out:
+            try:
+                import subprocess
+
+                ended = subprocess.run(
+                    [sys.executable, os.path.abspath(__file__), *argv],
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=out,
+                    timeout=budget,
+                )
+            except subprocess.TimeoutExpired:
+                return {"outcome": "timed out", "detail": f"stopped after {budget:.0f} s"}
+        if not os.path.exists(result):
+            return {"outcome": "raised", "detail": f"exited with status {ended.returncode}"}
+        with open(result, encoding="utf-8") as handle:
+            run = json.load(handle)
+    return _verdict(run, baseline)
+
+
+def _verdict(run, baseline):
+    steps = max(0, run["calls"] - baseline["stop"] + 2)
+    tried = {"calls": run["calls"], "parameters": len(run["parameters"])}
+    if run["error"]:
+        return dict(tried, outcome="raised", detail=run["error"])
+    missing = [p for p in baseline["parameters"] if p not in run["parameters"]]
+    if missing:
+        shown = ", ".join(f"`{p}`" for p in missing[:3]) + (" and more" if len(missing) > 3 else "")
+        return dict(tried, outcome="no gradient", detail=f"ran, but {shown} got no gradient")
+    end = (
+        "to its end"
+        if run["calls"] < baseline["stop"]
+        else f"{steps} calls past the one that raised"
+    )
+    detail = f"ran {end}; the same {len(baseline['parameters'])} parameters got gradients"
+    return dict(tried, outcome="passed", detail=detail)
+
+
+def _child(spec_path, script, run):
+    """In a try: the edits in memory, the calls tracked; say how the run went."""
+    os.environ.pop(TRY_ENV, None)
+    with open(spec_path, encoding="utf-8") as handle:
+        spec = json.load(handle)
+    _use_sources(_edited_sources(spec["edits"]))
+    tracker = _Tracker(spec["stop_after"], spec["result"])
+    tracker.start()
+    try:
+        run()
+    except SystemExit as exc:
+        if exc.code not in (None, 0):
+            tracker.finish(f"exited with status {exc.code}", None)
+    except BaseException as exc:
+        tb, where = exc.__traceback__, ""
+        while tb is not None:
+            if _is_reader(tb.tb_frame.f_code):
+                where = f" at {os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}"
+            tb = tb.tb_next
+        tracker.finish(
+            f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}{where}", None
+        )
+    tracker.finish(None, None)
+
+
+def _try_all(report, argv, tracker, shown, say):
+    """Try each machine-applicable fix; fill in its `tried`."""
+    machine = [f for f in report.get("fixes", []) if f["applicability"] == "machine"][:TRIES]
+    if not machine or tracker.raised_at is None:
+        return
+    say(
+        f"{PREFIX}--try runs {shown} again, once per fix ({len(machine)} runs): whatever it writes, logs or sends, it does again; its files on disk stay as they are\n"
+    )
+    baseline = {"stop": tracker.raised_at + 2, "parameters": tracker.baseline}
+    budget = TRY_BASE + TRY_FACTOR * (__import__("time").monotonic() - _STARTED)
+    for fix in machine:
+        fix["tried"] = _try_one(fix, argv, budget, baseline)
+
+
 def format_report(report):
     """The report as printed: the reader's lines in source order, labelled, then cause and fix."""
     head = (
@@ -1990,7 +2760,20 @@ def format_report(report):
         out.append("fix: " + report["fix"])
     if report["checker"]:
         out.append("checker: the page's " + report["checker"])
+    out += _format_fixes([f for f in report.get("fixes") or [] if f["why"] != report["fix"]])
     return "\n".join(out)
+
+
+def _format_fixes(fixes):
+    out = []
+    for number, fix in enumerate(fixes, 1):
+        tried = fix["tried"]
+        how = tried["outcome"] + (": " + tried["detail"] if tried.get("detail") else "")
+        if fix["applicability"] == "manual":
+            how = "yours to make"
+        out.append(f"fix {number} ({fix['applicability']}, {how}): {fix['why']}")
+        out += ["    " + line for line in fix.get("diff", "").splitlines()]
+    return out
 
 
 def _emit(text):
@@ -2111,19 +2894,27 @@ def _trimmed(tb, script):
     return entries[0]
 
 
-USAGE = "usage: python -m backtwice.diagnose [--json FILE] [--] SCRIPT|DIR [ARGS...]"
+USAGE = (
+    "usage: python -m backtwice.diagnose [--json FILE] [--try [--fix]] [--] SCRIPT|DIR [ARGS...]"
+)
 
 
 def main(argv=None):
     """Run a script as __main__ under the diagnoser; return its exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
-    json_path = None
+    json_path, trying, fixing = None, False, False
     if args and args[0] in ("-h", "--help"):
         print(USAGE + "\n\n" + __doc__.strip().split("\n\n", 1)[1])
         return 0
-    if args and args[0].startswith("--json="):
-        args[:1] = ["--json", args[0][7:]]
-    if args and args[0] == "--json":
+    while args and args[0] in ("--try", "--fix") or args and args[0].startswith("--json"):
+        if args[0] in ("--try", "--fix"):
+            trying, fixing = True, fixing or args[0] == "--fix"
+            args = args[1:]
+            continue
+        if args[0].startswith("--json="):
+            args[:1] = ["--json", args[0][7:]]
+        if args[0] != "--json":
+            break
         if len(args) < 2 or not args[1]:
             sys.stderr.write("--json: needs a FILE\n" + USAGE + "\n")
             return 2
@@ -2146,21 +2937,33 @@ def main(argv=None):
     script = os.path.join(os.getcwd(), script) if sys.version_info >= (3, 9) else script
     sys.argv = [shown] + args[1:]
     sys.path[0] = os.path.abspath(shown) if folder else os.path.dirname(os.path.abspath(shown))
-    state = _active()
-    if state is None:
-        state = _Diagnoser(script, shown)
-        state.start()
-    try:
+
+    def run():
         if folder:
             runpy.run_path(shown, run_name="__main__")
         else:
             _run_script(script)
+
+    if os.environ.get(TRY_ENV):
+        return _child(os.environ[TRY_ENV], script, run)
+    state = _active()
+    if state is None:
+        state = _Diagnoser(script, shown)
+        state.start()
+    tracker = _Tracker() if trying else None
+    if tracker is not None:
+        tracker.start()
+    after = functools.partial(_after, state, tracker, args, shown, fixing)
+    try:
+        run()
     except SystemExit:
+        after()
         _end(state, json_path)
         raise
     except BaseException as exc:
         if isinstance(exc, RuntimeError):
             state.saved_read(exc)
+        after()
         _end(state, json_path)
         _trim_all(exc, script)
         sys.excepthook(type(exc), exc, exc.__traceback__)
@@ -2175,21 +2978,76 @@ def main(argv=None):
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGINT)
         return 1
+    after()
     _end(state, json_path)
     if state.unprinted:
         _emit(state.unprinted)
     return 0
 
 
+def _after(state, tracker, args, shown, fixing):
+    """Once the script ended: try the fixes (--try), write the first that passed (--fix)."""
+    if tracker is not None:
+        tracker.stop()
+    report = state.report
+    if report is None or not report.get("fixes"):
+        return
+    if tracker is not None:
+        _try_all(report, args, tracker, shown, sys.stderr.write)
+    elif any(f["applicability"] == "machine" for f in report["fixes"]):
+        command = " ".join(["python -m backtwice.diagnose --try", *map(_quoted, args)])
+        state.unprinted = (state.unprinted or format_report(report)) + (
+            f"\n{PREFIX}to run {shown} again with each machine fix applied in memory (files on"
+            f" disk unchanged) and see which pass: {command}"
+        )
+        return
+    text = format_report(report)
+    if fixing:
+        text += "\n" + _write_fix(report)
+    state.unprinted = text if state.unprinted is not None else None
+    if state.unprinted is None and not state.quiet:
+        _emit(text)
+
+
+def _quoted(arg):
+    return arg if re.fullmatch(r"[\w./:=@%+-]+", arg) else "'" + arg.replace("'", "'\\''") + "'"
+
+
+def _write_fix(report):
+    """--fix: write the first fix that passed its try into the reader's files."""
+    passed = [f for f in report["fixes"] if f["tried"]["outcome"] == "passed"]
+    if not passed:
+        return PREFIX + "--fix: no fix passed its try; nothing was written"
+    fix = passed[0]
+    texts = _edited_sources(fix["edits"])
+    for path in texts:
+        if _read_lines(path) != linecache.getlines(path):
+            return PREFIX + f"--fix: {path} changed since the run; nothing was written"
+    for path, text in texts.items():
+        mode = os.stat(path).st_mode
+        handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".diagnose-")
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(temporary, mode & 0o7777)
+        os.replace(temporary, path)
+    number = report["fixes"].index(fix) + 1
+    files = ", ".join(sorted({e["file"] for e in fix["edits"]}))
+    return PREFIX + f"--fix wrote fix {number} into {files} (its diff is above)"
+
+
 _STOP.add(id(main.__code__))
 
 
 def _run_script(script):
-    with open(script, "rb") as handle:
-        code = compile(handle.read(), script, "exec")
+    edited = _EDITED.get(os.path.abspath(script))
+    if edited is None:
+        with open(script, "rb") as handle:
+            edited = handle.read()
+    code = compile(edited, script, "exec")
     module = types.ModuleType("__main__")
     module.__dict__.update(__file__=script, __builtins__=builtins, __cached__=None)
     saved, sys.modules["__main__"] = sys.modules["__main__"], module
+    _EDITED["__main__"] = module.__dict__  # what names the parameters once it has ended
     try:
         exec(code, module.__dict__)
     finally:
