@@ -1292,7 +1292,9 @@ class _Diagnoser:
             report["fix"] = self._fix(
                 cause, sub, report, freeing, holder, retained, call, trained, between
             )
-            facts = self._facts(cause, sub, holder, between, call, freeing, filename, line)
+            facts = self._facts(
+                cause, sub, holder, between, call, freeing, filename, line, node, frames
+            )
             report["fixes"] = self._shown_fixes(
                 _candidates(_Facts(**facts, retained=retained, trained=trained, text=report["fix"]))
             )
@@ -1727,7 +1729,7 @@ class _Diagnoser:
             "read them after it."
         )
 
-    def _facts(self, cause, sub, holder, between, call, freeing, filename, line):
+    def _facts(self, cause, sub, holder, between, call, freeing, filename, line, node, frames):
         """What the fix candidates read: real files and lines, and the holder found."""
         rsite = [(c.co_filename, n) for c, n in call.site] if call else []
         fsite = [(c.co_filename, n) for c, n in freeing.site]
@@ -1762,7 +1764,20 @@ class _Diagnoser:
             reads_grad=bool(name and _grad_reads(hfile, name)),
             bare=name and sub == "rnn" and _bare_detach(hfile, name),
             special=special,
+            stepped=bool(self.step_hook) and self._stepped_since(freeing.number),
+            closest=self._closest(node, frames) if cause == "shared-forward" else None,
         )
+
+    def _closest(self, node, frames):
+        """The name in the reader's frames whose tensor's graph reaches the node soonest."""
+        best = None
+        for order, frame in enumerate(frames):
+            for name, value in frame.f_locals.items():
+                grad_fn = value.grad_fn if isinstance(value, torch.Tensor) else None
+                depth = _depth(grad_fn, node, 64) if grad_fn is not None else None
+                if depth is not None and (best is None or (depth, order) < best[:2]):
+                    best = (depth, order, name)
+        return best[2] if best else None
 
     def _shown_fixes(self, fixes):
         """The candidates with each file named as the reader gave it, and their diffs."""
@@ -2419,6 +2434,8 @@ def _fix_shared(f):
                 f"Give the second loss `{name}` detached, if it should not train the pass the step changed.",
             )
         ]
+    if f.stepped and not f.trained and f.closest:
+        return [_fix_detach_input(f)]
     if f.retained or f.trained or f.between:
         return []
     site = (f.rfile, f.rline) if f.again else (f.ffile, f.fline)
@@ -2429,6 +2446,25 @@ def _fix_shared(f):
             "Keep the graph at the first call for the second, which goes back through the same pass (adding the losses and calling backward once gives the same gradients).",
         )
     ]
+
+
+def _fix_detach_input(f):
+    """A step that does not train the pass (a discriminator's) is given its output detached."""
+    name = f.closest
+    made = _assigned(f.ffile, name.split(".")[-1], f.fline) or 0
+    loads = [
+        n
+        for n in ast.walk(_parse(f.ffile))
+        if isinstance(n, (ast.Name, ast.Attribute))
+        and isinstance(n.ctx, ast.Load)
+        and _dotted(n) == name
+        and made < n.lineno <= f.fline
+    ]
+    why = (
+        f"Give the step between the calls `{name}` detached, so its loss does not go back"
+        " through (and free) the pass the other loss still needs."
+    )
+    return _fix_of([_detached(f.ffile, n) for n in loads], "machine", why)
 
 
 _FIXES = {
@@ -2568,12 +2604,18 @@ def _param_names(got, frame):
         if _is_reader(frame.f_code):
             frames.append(frame.f_locals)
         frame = frame.f_back
+    held = set()
     for scope in scopes + frames[::-1]:
         for var, value in list(scope.items()):
+            if isinstance(value, torch.optim.Optimizer):
+                held |= _held(value)
             for name, tensor in _named_tensors(var, value):
                 named.setdefault(id(tensor), name)
+    # What an optimizer steps, where there is one: gradients of frozen weights train nothing.
     return sorted(
-        named.get(key, "a tensor of shape " + str(list(t.shape))) for key, t in got.items()
+        named.get(key, "a tensor of shape " + str(list(t.shape)))
+        for key, t in got.items()
+        if not held or key in held
     )
 
 

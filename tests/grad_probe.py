@@ -3,8 +3,9 @@
     python tests/grad_probe.py SCRIPT [ARGS...]
 
 Written apart from the diagnoser, to check its `--try` verdicts: after each backward and
-autograd.grad call it reads every parameter of the nn.Modules and optimizers the script's
-globals hold (and tensors there that require grad) and notes those with a non-zero gradient.
+autograd.grad call it reads every parameter of the nn.Modules the script's globals hold (and
+tensors there that require grad), and notes those with a non-zero gradient that an optimizer
+there steps (all of them where there is no optimizer).
 The last line of stdout is {"error": "Type: first line" or null, "trained": [names]}.
 """
 
@@ -18,6 +19,14 @@ trained = set()
 
 
 def note(scope):
+    # Where the script has optimizers, what they step: gradients of frozen weights train nothing.
+    held = {
+        id(p)
+        for value in list(scope.values())
+        if isinstance(value, torch.optim.Optimizer)
+        for group in value.param_groups
+        for p in group["params"]
+    }
     for var, value in list(scope.items()):
         pairs = []
         if isinstance(value, torch.nn.Module):
@@ -25,6 +34,8 @@ def note(scope):
         elif isinstance(value, torch.Tensor) and value.requires_grad and value.grad_fn is None:
             pairs = [(var, value)]
         for name, tensor in pairs:
+            if held and id(tensor) not in held:
+                continue
             if tensor.grad is not None and bool(tensor.grad.ne(0).any()):
                 trained.add(name)
 
