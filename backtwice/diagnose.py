@@ -94,6 +94,17 @@ def _library_dirs():
 _LIBRARIES = _library_dirs()
 
 
+def _invisible(function):
+    """The function, its frame skipped by warnings.warn(stacklevel=...) as importlib's are: a
+    warning torch gives the caller of backward (stacklevel=2) names the reader's line, as in a
+    plain run, not this wrapper's."""
+    code = function.__code__.replace(co_filename=_HERE + " (importlib._bootstrap)")
+    function.__code__ = code
+    _KEPT.append(code)
+    _READER[id(code)] = False
+    return function
+
+
 def _is_reader(code):
     # By id: hashing code hashes its constants, a module's whole code.
     known = _READER.get(id(code))
@@ -847,7 +858,7 @@ class _Diagnoser:
                 self._done(call, result)
             return result
 
-        return wrapper
+        return _invisible(wrapper)
 
     def _start(self, kind, args, kwargs, at, frame):
         retain = args[at + 1] if len(args) > at + 1 else kwargs.get("retain_graph")
@@ -936,7 +947,7 @@ class _Diagnoser:
                 raise
             self.made.add(optimizer)
 
-        return __init__
+        return _invisible(__init__)
 
     def _aside(self, transform):
         @functools.wraps(transform)
@@ -951,7 +962,7 @@ class _Diagnoser:
                 finally:
                     self._step_back()
 
-            return run
+            return _invisible(run)
 
         return transformed
 
@@ -2524,16 +2535,27 @@ class _Tracker:
     def __init__(self, stop_after=None, result=None):
         self.calls, self.raised_at, self.got = 0, None, {}
         self.stop_after, self.result, self.patched = stop_after, result, []
+        self.made = weakref.WeakSet()  # the optimizers made while this runs
 
     def start(self):
         for name in ("backward", "grad"):
-            original = getattr(torch.autograd, name)
-            self.patched.append((name, original))
-            setattr(torch.autograd, name, self._wrap(original, name))
+            self._patch(torch.autograd, name, self._wrap(getattr(torch.autograd, name), name))
+        init = torch.optim.Optimizer.__init__
+
+        @functools.wraps(init)
+        def __init__(optimizer, *args, **kwargs):
+            init(optimizer, *args, **kwargs)
+            self.made.add(optimizer)
+
+        self._patch(torch.optim.Optimizer, "__init__", _invisible(__init__))
+
+    def _patch(self, owner, name, value):
+        self.patched.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, value)
 
     def stop(self):
-        for name, original in self.patched:
-            setattr(torch.autograd, name, original)
+        for owner, name, original in reversed(self.patched):
+            setattr(owner, name, original)
         self.patched = []
 
     def _wrap(self, original, kind):
@@ -2564,11 +2586,11 @@ class _Tracker:
                 self.finish(None, sys._getframe(1))
             return result
 
-        return tracked
+        return _invisible(tracked)
 
     def names(self, frame):
         """The names of the tensors that got gradients, as the reader's code reaches them."""
-        return _param_names(self.got, frame)
+        return _param_names(self.got, frame, list(self.made))
 
     def finish(self, error, frame):
         # In a try: say how it went and end the process, as its own exit would not tell.
@@ -2597,18 +2619,16 @@ def _leaves(tensors, limit=SEARCH_LIMIT):
     return found
 
 
-def _param_names(got, frame):
+def _param_names(got, frame, optimizers):
     named, scopes = {}, [_EDITED.get("__main__") or vars(sys.modules["__main__"])]
     frames = []
     while frame is not None:
         if _is_reader(frame.f_code):
             frames.append(frame.f_locals)
         frame = frame.f_back
-    held = set()
+    held = set().union(*map(_held, optimizers))
     for scope in scopes + frames[::-1]:
         for var, value in list(scope.items()):
-            if isinstance(value, torch.optim.Optimizer):
-                held |= _held(value)
             for name, tensor in _named_tensors(var, value):
                 named.setdefault(id(tensor), name)
     # What an optimizer steps, where there is one: gradients of frozen weights train nothing.
@@ -2927,7 +2947,7 @@ def _trimmed(tb, script):
         code = tb.tb_frame.f_code
         if not started and code.co_filename == script and code.co_name == "<module>":
             started = True
-        if started and os.path.normcase(os.path.abspath(code.co_filename)) != _HERE:
+        if started and not os.path.normcase(os.path.abspath(code.co_filename)).startswith(_HERE):
             entries.append(tb)
         tb = tb.tb_next
     entries.append(None)

@@ -743,3 +743,28 @@ def test_folder_with_main_runs_like_python_dir(tmp_path):
     first, second, _ = compare(tmp_path, ["app", "--epochs", "1"], reports=0)
     assert first.returncode == 3 and first.stdout.startswith("__main__ ")
     assert second.stderr == first.stderr == ""
+
+
+def test_warnings_torch_gives_the_caller_name_the_readers_line(tmp_path):
+    # torch.autograd.grad warns with stacklevel=2: the line that called it, not a wrapper's.
+    write(
+        tmp_path,
+        "train.py",
+        """
+        import torch
+        model = torch.nn.Linear(3, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(2):
+            loss = model(torch.ones(2, 3)).pow(2).sum()
+            opt.zero_grad()
+            (g,) = torch.autograd.grad(loss, [model.weight], only_inputs=False, retain_graph=True)
+            loss.backward()
+            opt.step()
+        print(round(g.sum().item(), 4))
+        """,
+    )
+    bare = plain(tmp_path, "train.py")
+    assert "train.py:7: FutureWarning: only_inputs argument is deprecated" in bare.stderr
+    for args in (["train.py"], ["--try", "train.py"]):
+        seen = under(tmp_path, *args)
+        assert (seen.returncode, seen.stdout, seen.stderr) == (0, bare.stdout, bare.stderr)
