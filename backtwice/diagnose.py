@@ -2305,30 +2305,28 @@ def _fix_attr(f):
 
 def _fix_built_before(f):
     """A tensor built before the loop: compute it in each step, or take its values."""
-    n, _ = _stmt(f.nfile, f.nline) if f.nfile else (None, None)
-    if not isinstance(n, ast.Assign) or not f.name or "." in f.name:
+    sites = [site for site in f.rsite if site[0] == f.hfile and _loops(*site)]
+    if not f.name or "." in f.name or not sites:
         return []
-    name = f.name
-    detach = _fix_of(
-        [_insert_after(f.nfile, n.end_lineno, [f"{name} = {name}.detach()"])],
-        "machine",
-        f"Take `{name}`'s values once (`{name}.detach()`), if it is a target or comes from weights this loop should not train through it.",
+    body = _loop_body(*sites[-1])
+    outer = min(_loops(*sites[-1]))[0]
+    made = [n for n in _assignments(f.hfile, f.name) if n.lineno < outer]
+    if not made or body is None:
+        return []
+    n, name = made[-1], f.name
+    why = (
+        f"Take `{name}`'s values once (`{name}.detach()`): right if it is a target, or if the"
+        " weights it comes from should not learn from this loss."
     )
-    loops = [s for s in f.rsite if s[0] == f.nfile]
-    again = None
-    if loops:
-        body = _loop_body(f.nfile, loops[-1][1])
-        if body is not None and body.lineno > n.end_lineno:
-            text = "".join(linecache.getlines(f.nfile)[n.lineno - 1 : n.end_lineno])
-            pad, old = _indent(f.nfile, body.lineno), _indent(f.nfile, n.lineno)
-            moved = "".join(pad + t[len(old) :] if t.strip() else t for t in text.splitlines(True))
-            again = _fix_of(
-                [_edit(f.nfile, body.lineno, body.lineno - 1, moved)],
-                "machine",
-                f"Compute `{name}` again in each step, so the weights it comes from keep training through it.",
-            )
-    first = [detach, again] if f.sub in ("frozen", "target") else [again, detach]
-    return first
+    detach = _fix_of(
+        [_insert_after(f.hfile, n.end_lineno, [f"{name} = {name}.detach()"])], "machine", why
+    )
+    text = "".join(linecache.getlines(f.hfile)[n.lineno - 1 : n.end_lineno])
+    pad, old = _indent(f.hfile, body.lineno), _indent(f.hfile, n.lineno)
+    moved = "".join(pad + t[len(old) :] if t.strip() else t for t in text.splitlines(True))
+    why = f"Compute `{name}` again in each step, so the weights it comes from keep training through it."
+    again = _fix_of([_edit(f.hfile, body.lineno, body.lineno - 1, moved)], "machine", why)
+    return [detach, again] if f.sub in ("frozen", "target") else [again, detach]
 
 
 def _loop_body(filename, line):
