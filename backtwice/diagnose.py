@@ -28,10 +28,13 @@ import sys
 import sysconfig
 import tempfile
 import threading
+import time
 import types
 import weakref
 
-import torch
+_STARTED = time.monotonic()  # before torch's import, which each try makes again
+
+import torch  # noqa: E402
 
 BACKWARD_TWICE = "Trying to backward through the graph a second time"
 INPLACE = "modified by an inplace operation"
@@ -2190,9 +2193,14 @@ def _assignments(filename, name):
     for n in ast.walk(_parse(filename)):
         if isinstance(n, ast.Assign) and len(n.targets) == 1:
             shown = _dotted(n.targets[0])
-            if shown and _same(shown, name) or shown == name:
+            if shown and _alike(shown, name):
                 found.append(n)
     return sorted(found, key=lambda n: n.lineno)
+
+
+def _alike(one, other):
+    # One holder, named from outside its class (`model.h`) or inside it (`self.h`).
+    return _same(one, other) or _same(other, one)
 
 
 def _appends(filename, name):
@@ -2200,7 +2208,7 @@ def _appends(filename, name):
         func = getattr(n, "func", None)
         if isinstance(n, ast.Call) and getattr(func, "attr", None) in ("append", "appendleft"):
             shown = _dotted(func.value)
-            if shown and (shown == name or _same(shown, name)) and len(n.args) == 1:
+            if shown and _alike(shown, name) and len(n.args) == 1:
                 yield n
 
 
@@ -2215,6 +2223,14 @@ def _after_raise(f, lines):
     # After the raising call, in the frame of the state's own file where there is one.
     sites = [s for s in f.rsite if s[0] == f.hfile] or f.rsite[:1]
     return [_insert_after(file, line, lines) for file, line in sites[-1:]]
+
+
+def _after_update(f, lines):
+    # After the forward line, where it writes the state again (`h = cell(x, h)`).
+    n, _ = _stmt(f.nfile, f.nline) if f.nfile and f.nline else (None, None)
+    names = set(f.name.split(", "))
+    written = {x for t in getattr(n, "targets", ()) for x, _ in _names(t, ast.Store)}
+    return [_insert_after(f.nfile, f.nline, lines) if names <= written else None]
 
 
 def _before_forward(f, lines):
@@ -2240,19 +2256,18 @@ def _fix_state(f):
     lines = _state_lines(f)
     if f.reads_grad:
         fresh = [f"{f.name} = {f.name}.detach().requires_grad_()"]
-        found.append(
-            _fix_of(
-                _after_raise(f, fresh),
-                "machine",
-                f"Start each step from a fresh leaf `{f.name}`, so the next backward goes "
-                f"back through that step only and still fills `{f.name}.grad`.",
-            )
+        why = (
+            f"Start each step from a fresh leaf `{f.name}`, so the next backward goes "
+            f"back through that step only and still fills `{f.name}.grad`."
         )
+        found.append(_fix_of(_after_update(f, fresh), "machine", why))
+        found.append(_fix_of(_after_raise(f, fresh), "machine", why))
     why = (
         f"Detach `{f.name}` once a step's backward is done, so the next step goes back through "
         "its own graph only (if no gradient should flow across steps, as in truncated BPTT)."
     )
     found.append(_fix_of(_after_raise(f, lines), "machine", why))
+    found.append(_fix_of(_after_update(f, lines), "machine", why))
     found.append(
         _fix_of(
             _before_forward(f, lines),
@@ -2436,13 +2451,26 @@ def _fix_shared(f):
             for n in ast.walk(_parse(file))
             if isinstance(n, ast.Name) and n.id == name and n.lineno == line
         ]
-        return [
-            _fix_of(
-                [_detached(file, nodes[0])] if nodes else [],
+        made = [n for n in _assignments(file, name) if n.lineno < line]
+        again = None
+        if made:
+            text = "".join(linecache.getlines(file)[made[-1].lineno - 1 : made[-1].end_lineno])
+            pad, old = _indent(file, line), _indent(file, made[-1].lineno)
+            moved = "".join(pad + t[len(old) :] if t.strip() else t for t in text.splitlines(True))
+            again = _fix_of(
+                [_edit(file, line, line - 1, moved)],
                 "machine",
-                f"Give the second loss `{name}` detached, if it should not train the pass the step changed.",
+                f"Compute `{name}` again after the step, if the second loss should train"
+                " through the pass the step changed (a generator's loss through the"
+                " discriminator).",
             )
-        ]
+        detach = _fix_of(
+            [_detached(file, nodes[0])] if nodes else [],
+            "machine",
+            f"Give the second loss `{name}` detached, if it should not train the pass the"
+            " step changed (an actor's loss through the critic's value).",
+        )
+        return [detach, again]
     if f.stepped and not f.trained and f.closest:
         return [_fix_detach_input(f)]
     if f.retained or f.trained or f.between:
@@ -2522,9 +2550,8 @@ def _candidates(f):
 TRY_ENV = "BACKTWICE_TRY"
 _EDITED = {}  # in a try: {absolute path: edited text}; "__main__": the script's globals
 TRIES = 6
-# A try may take this long: a fresh interpreter, then four times what the run took to the error.
+# A try may take this long: four times what the run took to the error, torch's import included.
 TRY_BASE, TRY_FACTOR = 10.0, 4.0
-_STARTED = __import__("time").monotonic()
 
 
 class _Tracker:
@@ -2784,7 +2811,7 @@ def _try_all(report, argv, tracker, shown, say):
         f"{PREFIX}--try runs {shown} again, once per fix ({len(machine)} runs): whatever it writes, logs or sends, it does again; its files on disk stay as they are\n"
     )
     baseline = {"stop": tracker.raised_at + 2, "parameters": tracker.baseline}
-    budget = TRY_BASE + TRY_FACTOR * (__import__("time").monotonic() - _STARTED)
+    budget = TRY_BASE + TRY_FACTOR * (time.monotonic() - _STARTED)
     for fix in machine:
         fix["tried"] = _try_one(fix, argv, budget, baseline)
 
