@@ -1780,6 +1780,7 @@ class _Diagnoser:
             special=special,
             stepped=bool(self.step_hook) and self._stepped_since(freeing.number),
             closest=self._closest(node, frames) if cause == "shared-forward" else None,
+            root=next((n for n, _, _ in self._root_names(call, frames)), None) if call else None,
         )
 
     def _closest(self, node, frames):
@@ -2324,8 +2325,8 @@ def _fix_built_before(f):
     if not f.name or "." in f.name or not sites:
         return []
     body = _loop_body(*sites[-1])
-    outer = min(_loops(*sites[-1]))[0]
-    made = [n for n in _assignments(f.hfile, f.name) if n.lineno < outer]
+    inner = max(_loops(*sites[-1]))[0]
+    made = [n for n in _assignments(f.hfile, f.name) if n.lineno < inner]
     if not made or body is None:
         return []
     n, name = made[-1], f.name
@@ -2336,12 +2337,40 @@ def _fix_built_before(f):
     detach = _fix_of(
         [_insert_after(f.hfile, n.end_lineno, [f"{name} = {name}.detach()"])], "machine", why
     )
-    text = "".join(linecache.getlines(f.hfile)[n.lineno - 1 : n.end_lineno])
-    pad, old = _indent(f.hfile, body.lineno), _indent(f.hfile, n.lineno)
-    moved = "".join(pad + t[len(old) :] if t.strip() else t for t in text.splitlines(True))
     why = f"Compute `{name}` again in each step, so the weights it comes from keep training through it."
-    again = _fix_of([_edit(f.hfile, body.lineno, body.lineno - 1, moved)], "machine", why)
+    again = _fix_of([_copied(f.hfile, [n], body.lineno)], "machine", why)
     return [detach, again] if f.sub in ("frozen", "target") else [again, detach]
+
+
+def _copied(filename, statements, line):
+    """An edit that runs these statements again just before the line, at its indentation."""
+    lines = linecache.getlines(filename)
+    pad, text = _indent(filename, line), ""
+    for n in statements:
+        old = _indent(filename, n.lineno)
+        block = lines[n.lineno - 1 : n.end_lineno]
+        text += "".join(pad + t[len(old) :] if t.strip() else t for t in block)
+    return _edit(filename, line, line - 1, text)
+
+
+def _fix_recompute(f):
+    """Compute the shared pass again after the step, for the second loss."""
+    name, file = f.closest, f.rfile
+    if not name or not f.root or file != f.ffile:
+        return None
+    root = [n for n in _assignments(file, f.root) if n.lineno < f.rline]
+    made = [n for n in _assignments(file, name) if n.lineno < f.fline]
+    if not root or not made or made[-1].lineno > root[-1].lineno:
+        return None
+    if root[-1].lineno > f.fline:  # the second loss is computed after the step: before it
+        edit = _copied(file, made[-1:], root[-1].lineno)
+    else:  # and again, just before its call
+        edit = _copied(file, [made[-1], root[-1]], _stmt(file, f.rline)[0].lineno)
+    why = (
+        f"Compute `{name}` again after the step, and the second loss from it, so that loss goes"
+        " back through a pass of its own, built from the weights as they are now."
+    )
+    return _fix_of([edit], "machine", why)
 
 
 def _loop_body(filename, line):
@@ -2452,18 +2481,11 @@ def _fix_shared(f):
             if isinstance(n, ast.Name) and n.id == name and n.lineno == line
         ]
         made = [n for n in _assignments(file, name) if n.lineno < line]
-        again = None
-        if made:
-            text = "".join(linecache.getlines(file)[made[-1].lineno - 1 : made[-1].end_lineno])
-            pad, old = _indent(file, line), _indent(file, made[-1].lineno)
-            moved = "".join(pad + t[len(old) :] if t.strip() else t for t in text.splitlines(True))
-            again = _fix_of(
-                [_edit(file, line, line - 1, moved)],
-                "machine",
-                f"Compute `{name}` again after the step, if the second loss should train"
-                " through the pass the step changed (a generator's loss through the"
-                " discriminator).",
-            )
+        why = (
+            f"Compute `{name}` again after the step, if the second loss should train"
+            " through the pass the step changed (a generator's loss through the discriminator)."
+        )
+        again = _fix_of([_copied(file, made[-1:], line)], "machine", why) if made else None
         detach = _fix_of(
             [_detached(file, nodes[0])] if nodes else [],
             "machine",
@@ -2473,6 +2495,8 @@ def _fix_shared(f):
         return [detach, again]
     if f.stepped and not f.trained and f.closest:
         return [_fix_detach_input(f)]
+    if f.between and f.between[0] in ("again", "one"):
+        return [_fix_recompute(f)]
     if f.retained or f.trained or f.between:
         return []
     site = (f.rfile, f.rline) if f.again else (f.ffile, f.fline)
