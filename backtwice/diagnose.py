@@ -1780,8 +1780,38 @@ class _Diagnoser:
             special=special,
             stepped=bool(self.step_hook) and self._stepped_since(freeing.number),
             closest=self._closest(node, frames) if cause == "shared-forward" else None,
+            deep=self._deep(node, frames) if cause == "carried-state" else [],
             root=next((n for n, _, _ in self._root_names(call, frames)), None) if call else None,
         )
+
+    def _deep(self, node, frames, limit=3000):
+        """Paths, from names the reader's frames hold, of tensors kept on objects (attributes
+        of modules and objects, items of their lists and dicts, a few levels down) whose graph
+        reaches the node: `model.attn.cache_k`, `model.style_loss_1.target`."""
+        found, seen, level = [], set(), []
+        for frame in frames:
+            for scope in (frame.f_locals, frame.f_globals):
+                for name, value in list(scope.items()):
+                    if not isinstance(value, (type, types.ModuleType, types.FunctionType)):
+                        level.append((name, value))
+        for _ in range(4):
+            deeper = []
+            for path, value in level:
+                if id(value) in seen or len(seen) > limit:
+                    continue
+                seen.add(id(value))
+                if isinstance(value, torch.Tensor):
+                    grad_fn = value.grad_fn
+                    if (
+                        "." in path
+                        and grad_fn is not None
+                        and _depth(grad_fn, node, 200) is not None
+                    ):
+                        found.append(path)
+                    continue
+                deeper += _members(path, value)
+            level = deeper
+        return found
 
     def _closest(self, node, frames):
         """The name in the reader's frames whose tensor's graph reaches the node soonest."""
@@ -2199,9 +2229,55 @@ def _assignments(filename, name):
     return sorted(found, key=lambda n: n.lineno)
 
 
+def _members(path, value):
+    # What an object keeps: its attributes (a module's submodules and buffers among them).
+    if isinstance(value, (list, tuple)):
+        return [(f"{path}[{i}]", v) for i, v in enumerate(value[:32])]
+    if isinstance(value, dict):
+        keys = [k for k in list(value)[:32] if isinstance(k, (str, int))]
+        return [(f"{path}[{k!r}]", value[k]) for k in keys]
+    attrs = getattr(value, "__dict__", None)
+    if not isinstance(attrs, dict) or isinstance(value, (type, types.ModuleType, _Node)):
+        return []
+    found = [(f"{path}.{k}", v) for k, v in list(attrs.items()) if not k.startswith("_")]
+    if isinstance(value, torch.nn.Module):
+        found += [(f"{path}.{k}", v) for k, v in value._modules.items()]
+        found += [(f"{path}.{k}", v) for k, v in value._buffers.items() if v is not None]
+    return found
+
+
+def _fix_deep(f):
+    """A tensor kept on an object, found there: store it detached, or detach it after the step."""
+    found = []
+    for path in f.deep[:3]:
+        attr = re.match(r"[\w.]*\.(\w+)$", path)
+        if attr is None:
+            continue
+        stores = [
+            (file, n)
+            for file in dict.fromkeys([f.nfile or f.rfile, *(x for x, _ in f.rsite)])
+            for n in _assignments(file, "self." + attr.group(1))
+            if not _fresh(n.value)
+        ]
+        why = f"Store `{path}` detached where it is written, if it is a past value read as data."
+        found.append(_fix_of([_detached(file, n.value) for file, n in stores], "machine", why))
+        why = f"Detach `{path}` once a step's backward is done, so the next step starts from its value."
+        found.append(_fix_of(_after_raise(f, [f"{path} = {path}.detach()"]), "machine", why))
+    if len(f.deep) > 1:  # a pair kept together (a KV cache's keys and values)
+        paths = f.deep[:4]
+        lines = [", ".join(paths) + " = " + ", ".join(p + ".detach()" for p in paths)]
+        why = f"Detach {', '.join(f'`{p}`' for p in paths)} once a step's backward is done."
+        found.insert(0, _fix_of(_after_raise(f, lines), "machine", why))
+    return found
+
+
 def _alike(one, other):
-    # One holder, named from outside its class (`model.h`) or inside it (`self.h`).
-    return _same(one, other) or _same(other, one)
+    # One holder, named from outside its class (`model.h`, `model.attn.h`) or inside (`self.h`).
+    if one.startswith("self.") and "." not in one[5:]:
+        one, other = other, one
+    if other.startswith("self.") and "." not in other[5:]:
+        return one == other or one.endswith("." + other[5:])
+    return one == other
 
 
 def _appends(filename, name):
@@ -2221,8 +2297,12 @@ def _state_lines(f):
 
 
 def _after_raise(f, lines):
-    # After the raising call, in the frame of the state's own file where there is one.
+    # After the raising call, in the frame of the state's own file where there is one; `self.x`
+    # there is the path the frames reach it by (`model.attn.x`).
     sites = [s for s in f.rsite if s[0] == f.hfile] or f.rsite[:1]
+    for path in f.deep:
+        attr = path.rsplit(".", 1)[-1]
+        lines = [re.sub(rf"\bself\.{attr}\b", path, t) for t in lines]
     return [_insert_after(file, line, lines) for file, line in sites[-1:]]
 
 
@@ -2551,9 +2631,10 @@ def _candidates(f):
     """The fixes to offer, machine-applicable first, in the order the run's facts favour."""
     rule = _FIXES.get(f"{f.cause}/{f.sub}") or _FIXES.get(f.cause)
     found = []
-    if rule is not None and not f.special:
-        with contextlib.suppress(Exception):  # a fix that cannot be written is not offered
-            found = [x for x in rule(f) if x is not None]
+    for kind in (rule, _fix_deep if f.deep else None):
+        if kind is not None and not f.special:
+            with contextlib.suppress(Exception):  # a fix that cannot be written is not offered
+                found += [x for x in kind(f) if x is not None]
     seen, unique = set(), []
     for fix in found:
         key = json.dumps(fix["edits"], sort_keys=True)
