@@ -1775,7 +1775,7 @@ class _Diagnoser:
             between=between,
             summed=summed,
             summed_nodes=_accumulations(rsite or fsite, summed[0]) if summed else [],
-            reads_grad=bool(name and _grad_reads(hfile, name)),
+            reads_grad=bool(name and (_grad_reads(hfile, name) or _grad_of(hfile, name))),
             bare=name and sub == "rnn" and _bare_detach(hfile, name),
             special=special,
             stepped=bool(self.step_hook) and self._stepped_since(freeing.number),
@@ -1954,6 +1954,17 @@ def _grad_reads(filename, name):
     # no longer require grad, and its .grad would stay None.
     text = "".join(linecache.getlines(filename)) if filename else ""
     return set(re.findall(rf"(?<![\w.]){re.escape(name)}\.(grad\b|retain_grad(?=\())", text))
+
+
+def _grad_of(filename, name):
+    # Whether a torch.autograd.grad call takes gradients with respect to `name` (an unrolled
+    # optimizer's weights): a state detached for the next step must require grad again.
+    for n in ast.walk(_parse(filename)):
+        func = getattr(n, "func", None)
+        grad = isinstance(n, ast.Call) and getattr(func, "attr", None) == "grad" and n.args[1:]
+        if grad and name in {x for x, _ in _names(n.args[1], ast.Load)}:
+            return True
+    return False
 
 
 def _target(call, node, name):
