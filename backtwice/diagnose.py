@@ -625,7 +625,7 @@ class _Diagnoser:
         self.double_sites = set()
         self.made = weakref.WeakSet()  # the optimizers made while this runs
         self.said_aside = self.bare = self.bursts = False
-        self.packs = 0
+        self.packs = self.reported_at = 0
         self.local = threading.local()
 
     def start(self):
@@ -851,6 +851,9 @@ class _Diagnoser:
                     call
                     and isinstance(exc, RuntimeError)
                     and (BACKWARD_TWICE in str(exc) or INPLACE in str(exc))
+                    # not again where a call made inside this one (from a custom Function's
+                    # backward) raised it and was reported
+                    and not (self.report is not None and self.reported_at > call.number)
                 ):
                     with contextlib.suppress(Exception):
                         self._on_error(exc, call, sys._getframe(1))
@@ -1323,9 +1326,13 @@ class _Diagnoser:
                         report["fix"][1:],
                     )
                 )
+        if cause is None and call is not None:  # no freeing call seen: torch's own (a checkpoint's)
+            report["fixes"] = self._shown_fixes(
+                _fix_reentrant([c.co_filename for c, _ in call.site])
+            )
         report["lines"] = self._lines(report, cause, clock, freeing, call, changed)
         self.report = report
-        self.reported = exc
+        self.reported, self.reported_at = exc, self.number
         if not self.quiet:
             if self.script is None:
                 _emit(format_report(report))
@@ -2160,26 +2167,22 @@ def _detached(filename, node, method="detach()"):
     return _splice(filename, node, (text if simple else f"({text})") + "." + method)
 
 
-def _keyword(filename, line, name):
-    # `name=True` on the backward or autograd.grad call at the line.
-    for n in ast.walk(_parse(filename)):
+def _keyword(filename, line, name, value="True", call=None):
+    # `name=value` on the backward or autograd.grad call at the line (or on `call`).
+    for n in [call] if call is not None else ast.walk(_parse(filename)):
         func = getattr(n, "func", None)
         called = getattr(func, "attr", None) or getattr(func, "id", None)
         if not isinstance(n, ast.Call) or n.lineno > line or n.end_lineno < line:
             continue
-        if called not in ("backward", "grad"):
+        if call is None and called not in ("backward", "grad"):
             continue
         for k in n.keywords:
             if k.arg == name:
-                return _splice(filename, k.value, "True")
-        text = ast.get_source_segment("".join(linecache.getlines(filename)), n)
-        inner = text[
-            text.index(
-                "(", len(ast.get_source_segment("".join(linecache.getlines(filename)), func))
-            )
-            + 1 : -1
-        ]
-        joined = f"{inner.rstrip()}, {name}=True" if inner.strip() else f"{name}=True"
+                return _splice(filename, k.value, value)
+        source = "".join(linecache.getlines(filename))
+        text = ast.get_source_segment(source, n)
+        inner = text[text.index("(", len(ast.get_source_segment(source, func))) + 1 : -1]
+        joined = f"{inner.rstrip()}, {name}={value}" if inner.strip() else f"{name}={value}"
         return _splice(filename, n, text[: len(text) - len(inner) - 1] + joined + ")")
     return None
 
@@ -2617,6 +2620,28 @@ def _fix_detach_input(f):
         " through (and free) the pass the other loss still needs."
     )
     return _fix_of([_detached(f.ffile, n) for n in loads], "machine", why)
+
+
+def _fix_reentrant(files):
+    """A reentrant checkpoint frees its inner graph whatever the outer call's retain_graph."""
+    edits = []
+    for file in dict.fromkeys(files):
+        for n in ast.walk(_parse(file)):
+            func = getattr(n, "func", None)
+            if not isinstance(n, ast.Call) or _dotted(func) is None:
+                continue
+            if _dotted(func).split(".")[-1] != "checkpoint":
+                continue
+            given = [k for k in n.keywords if k.arg == "use_reentrant"]
+            if not given:
+                edits.append(_keyword(file, n.lineno, "use_reentrant", "False", n))
+            elif isinstance(given[0].value, ast.Constant) and given[0].value.value is True:
+                edits.append(_splice(file, given[0].value, "False"))
+    why = (
+        "Use the non-reentrant checkpoint: the reentrant one runs a backward of its own, which"
+        " frees what it recomputed whatever retain_graph the outer call was given."
+    )
+    return [_fix_of(edits, "machine", why)] if edits else []
 
 
 _FIXES = {
