@@ -1786,6 +1786,7 @@ class _Diagnoser:
             bare=name and sub == "rnn" and _bare_detach(hfile, name),
             special=special,
             stepped=bool(self.step_hook) and self._stepped_since(freeing.number),
+            optimizers=bool(self.steps) or bool(self._optimizers()),
             closest=self._closest(node, frames) if cause == "shared-forward" else None,
             deep=self._deep(node, frames) if cause == "carried-state" else [],
             root=next((n for n, _, _ in self._root_names(call, frames)), None) if call else None,
@@ -2592,6 +2593,10 @@ def _fix_shared(f):
     if f.between and f.between[0] in ("again", "one"):
         return [_fix_recompute(f)]
     if f.retained or f.trained or f.between:
+        return []
+    if f.again and not f.optimizers:
+        # A loop that updates by hand: what looks like one pass may be state cached in its
+        # first iteration, which retain_graph=True would reuse, stale, in every later one.
         return []
     site = (f.rfile, f.rline) if f.again else (f.ffile, f.fline)
     return [
