@@ -2278,8 +2278,8 @@ def _fix_deep(f):
         found.append(_fix_of([_detached(file, n.value) for file, n in stores], "machine", why))
         why = f"Detach `{path}` once a step's backward is done, so the next step starts from its value."
         found.append(_fix_of(_after_raise(f, [f"{path} = {path}.detach()"]), "machine", why))
-    if len(f.deep) > 1:  # a pair kept together (a KV cache's keys and values)
-        paths = f.deep[:4]
+    if len(_deep_paths(f)) > 1:  # a pair kept together (a KV cache's keys and values)
+        paths = _deep_paths(f)[:4]
         lines = [", ".join(paths) + " = " + ", ".join(p + ".detach()" for p in paths)]
         why = f"Detach {', '.join(f'`{p}`' for p in paths)} once a step's backward is done."
         found.insert(0, _fix_of(_after_raise(f, lines), "machine", why))
@@ -2315,10 +2315,20 @@ def _after_raise(f, lines):
     # After the raising call, in the frame of the state's own file where there is one; `self.x`
     # there is the path the frames reach it by (`model.attn.x`).
     sites = [s for s in f.rsite if s[0] == f.hfile] or f.rsite[:1]
-    for path in f.deep:
+    for path in _deep_paths(f):
         attr = path.rsplit(".", 1)[-1]
         lines = [re.sub(rf"\bself\.{attr}\b", path, t) for t in lines]
     return [_insert_after(file, line, lines) for file, line in sites[-1:]]
+
+
+def _deep_paths(f):
+    # The kept tensors found, and the holder's `self.x` on the object that keeps them.
+    paths = list(f.deep)
+    if f.name and f.name.startswith("self.") and "." not in f.name[5:] and paths:
+        owner = paths[0].rsplit(".", 1)[0]
+        if "." in paths[0] and not any(p.endswith("." + f.name[5:]) for p in paths):
+            paths.insert(0, owner + "." + f.name[5:])
+    return paths
 
 
 def _after_update(f, lines):
