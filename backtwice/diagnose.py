@@ -1526,229 +1526,11 @@ class _Diagnoser:
             if ", " in name
             else f"tuple(s.detach() for s in {name})"
         )
-        if cause == "same-loss-twice":
-            if again and freeing.kind == "backward":
-                where = (
-                    "LBFGS runs the closure several times a step: build the loss inside the closure"
-                    if closure
-                    else "call backward on it once, before that loop (stepping each optimizer in the loop),"
-                    " or build the loss inside the loop"
-                )
-                runs = "it runs" if closure else "the loop around it runs"
-                return (
-                    f"The loss built at {built} goes back through the call at {raised} each time {runs};"
-                    f" {where}, so that each call goes back once through a graph of its own."
-                )
-            if freeing.kind == "grad":
-                return (
-                    f"Pass retain_graph=True to the torch.autograd.grad call at {first}, so the call at {raised}"
-                    " can go through the same graph again."
-                )
-            if between and between[0] == "summed":
-                total, added = between[1]
-                added = added if re.fullmatch(r"[\w.]+", added) else f"({added})"
-                return (
-                    f"`{total}` adds up losses the call at {first} already went back through once: keep it"
-                    f" without their graphs (`{total} += {added}.detach()`, or `.item()`) and remove the"
-                    f" call at {raised}, which would only add those losses' gradients again."
-                )
-            gate = call is not None and _ifs(call.site) - _ifs(freeing.site)
-            if gate:  # the second call runs only sometimes (a logging helper every k steps)
-                return (
-                    f"Call backward once on this loss: the call at {raised} runs only when the `if` at"
-                    f" {self._show(max(gate)[0])}:{max(gate)[1]} holds, after the call at {first} went back"
-                    f" through it: remove it (the gradients the call at {first} left are there to read)."
-                )
-            return (
-                f"Call backward once on this loss: remove the call at {raised} or the one at {first} (a second "
-                "call would add the same gradients again)."
-            )
-        if cause == "carried-state":
-            if sub == "ema":
-                return (
-                    f"The parameters of {var} are updated in place at {built} with autograd on, so each"
-                    " update adds to a graph that reaches back through the updates before it, which"
-                    f" earlier calls freed, and the call at {raised} goes back into it: make the update"
-                    f" under `with torch.no_grad():` (and use {var} under `torch.no_grad()` too, if"
-                    " nothing should train through it)."
-                )
-            cached = call is not None and _cached_around(call.site)
-            if cached:
-                return (
-                    f"`{cached[2]}` at {self._show(cached[0])}:{cached[1]} keeps the weight a parametrization"
-                    " computed on its first use, with that step's graph, for every step of the loop inside"
-                    f" it, so the call at {raised} goes back into the first step's graph (and the weight"
-                    " no longer follows the optimizer): enter it inside the loop, around one step's"
-                    " forward pass, so that each step computes the weight again."
-                )
-            window = sub in ("rnn", "lstm", "lstm-both") and call and _window(call.site, name)
-            if window:
-                file, start, outer, inner = window[0], *window[1:]
-                at = self._show(file) + ":"
-                return (
-                    f"{var} starts afresh at {at}{start} in each pass of the loop at {at}{outer} and"
-                    f" carries its graph through the loop at {at}{inner}, whose call at {raised} goes"
-                    " back into the passes before it: add up that loop's losses and call backward (and"
-                    f" step) once after it. Detaching {var} after each call also runs, but then each"
-                    f" later loss no longer reaches the pass at {at}{start}."
-                )
-            read = sub == "rnn" and holder and _grad_reads(holder[2], name)
-            if read:
-                kept = f" (in place of `{name}.retain_grad()`)" if "retain_grad" in read else ""
-                return (
-                    f"{var} (built at {built}) is carried into the next step with the graph of its"
-                    f" update, and the loop reads its `.grad`: start each step from a fresh leaf,"
-                    f" `{name} = {name}.detach().requires_grad_()` after that update{kept},"
-                    " or update it in place under `with torch.no_grad():`,"
-                    f" so the call at {raised} goes back through this step only and still fills"
-                    f" `{name}.grad`."
-                )
-            bare = holder and _bare_detach(holder[2], name)
-            written = sub == "slices" and f"{self._show(holder[2])}:{holder[3]}"
-            if sub == "rnn" and bare:
-                return (
-                    f"`{name}.detach()` at {self._show(holder[2])}:{bare} returns a detached copy and changes"
-                    f" nothing: assign it (`{name} = {name}.detach()`), so the call at {raised} goes back"
-                    " through this step only."
-                )
-            gated = (
-                sub in ("rnn", "lstm", "lstm-both") and holder and _gated_detach(holder[2], name)
-            )
-            if gated:
-                detached = f"{name} = " + (pair if sub.startswith("lstm") else f"{name}.detach()")
-                return (
-                    f"{var} is detached at {self._show(holder[2])}:{gated} only when the `if` around it"
-                    f" holds, and the call at {raised} ran in a step where it did not, so it went back into"
-                    " a graph an earlier call had freed. To keep gradients across that window (truncated"
-                    " BPTT over k chunks), add up the losses and call backward (and step) once per window,"
-                    f" just before that detach; otherwise detach it after every call: `{detached}`."
-                )
-            if sub == "bank" and holder[2]:
-                stored = [
-                    n
-                    for n in ast.walk(_parse(holder[2]))
-                    if isinstance(n, ast.Assign) and n.lineno == holder[3]
-                ]
-                text = "".join(linecache.getlines(holder[2]))
-                target = ast.get_source_segment(text, stored[0].targets[0]) if stored else None
-                value = ast.get_source_segment(text, stored[0].value) if stored else None
-                if target and value:
-                    value = value if re.fullmatch(r"[\w.]+", value) else f"({value})"
-                    return (
-                        f"{var} keeps tensors from earlier steps (built at {built}) with their graphs,"
-                        f" written in at {self._show(holder[2])}:{holder[3]}: store detached copies there"
-                        f" (`{target} = {value}.detach()`), so later steps read the values without graphs"
-                        " an earlier call freed."
-                    )
-            return {
-                "total": f"{var} adds each step's graph to the next: add `loss.item()` to it and call backward on this step's loss at {raised}.",
-                "loss": f"{var} keeps the loss of an earlier step (built at {built}) with its graph: keep `loss.item()` (or `loss.detach()`) in it instead, so the call at {raised} goes back through this step only.",
-                "accumulator": f"{var} still holds the loss the call at {first} went through: start a fresh accumulator (`{name} = 0`) before each pass.",
-                "kept": f"{var} keeps tensors from earlier steps (built at {built}) with their graphs: store `x.detach()` in it, or clear it each step.",
-                "clear": f"{var} keeps tensors (built at {built}) whose graphs an earlier call went through: clear it after each update (`{name}.clear()`).",
-                "attr": f"{var} keeps a tensor (built at {built}) whose graph the call at {first} went through: read it as `{name}.detach()` where it is used again, or store a detached copy in it if nothing before that call needs its graph.",
-                "lstm": f"Detach both tensors of {var} after the call at {raised}: `{name} = {pair}`.",
-                "before": f"{var} is built at {built} before the loop from parameters the optimizer trains: compute it inside the loop, in each step before the call at {raised}, so they keep training (or, if it is a target they must not learn from, build it under `with torch.no_grad():`).",
-                "target": f"{var} is built at {built} before the loop from parameters that this step trains again through a forward pass of its own, so it is a target of the update (an advantage, a TD target): take its values, `{name} = {name}.detach()` after it is built (or build it under `with torch.no_grad():`), so that the call at {raised} goes back through this step only.",
-                "frozen": f"{var} (built at {built}) goes back to parameters this loop does not train: use `{name}.detach()` (or build it under `with torch.no_grad():`).",
-                "slices": f"{var} is written in place at {written} and kept across steps, so this step's graph runs back through the earlier steps' writes: start each step from a detached copy (`{name} = {name}.detach()`, before the writes) or a fresh tensor (`torch.zeros_like({name})`).",
-                "rnn": f"Detach {var} (built at {built}) after each step: `{name} = {name}.detach()`, so the call at {raised} goes back through this step only.",
-            }[sub.replace("-both", "").replace("bank", "kept")]
-        if cause == "shared-forward":
-            if sub == "grad":
-                both = call is not None and call.kind == "grad"
-                if both and any(ref() is not None for ref in freeing.results):
-                    return (
-                        f"Pass create_graph=True to both torch.autograd.grad calls, at {first} and {raised}, or take"
-                        " both in one call (`torch.autograd.grad(y, [a, b], create_graph=True)`): a loss uses their results."
-                    )
-                if both:
-                    return (
-                        "Take both gradients in one call (`torch.autograd.grad(y, [a, b])`), or pass"
-                        f" retain_graph=True to the call at {first}."
-                    )
-                if any(ref() is not None for ref in freeing.results):
-                    return (
-                        f"Pass create_graph=True to the torch.autograd.grad call at {first}: the loss at"
-                        f" {raised} uses its result, and create_graph=True keeps the graph and makes that"
-                        " term differentiable."
-                    )
-                return (
-                    f"Pass retain_graph=True to the torch.autograd.grad call at {first}, which otherwise"
-                    f" frees the graph the call at {raised} still needs."
-                )
-            if _grad_of_a_part(call, freeing) and not trained:
-                return (
-                    f"The torch.autograd.grad call at {raised} takes gradients of a part of the loss the"
-                    f" call at {first} already went back through, and nothing steps between them: pass"
-                    f" retain_graph=True to the call at {first}, or take these gradients first (with"
-                    " retain_graph=True) and call backward last."
-                )
-            if call is not None and freeing.number > call.number:  # run from a hook inside it
-                return (
-                    f"The call at {first} runs inside the call at {raised}, from a hook, and frees the graph"
-                    f" that call is still going back through: pass retain_graph=True to the call at {first},"
-                    " or take the hook's gradient with torch.autograd.grad and call backward once on the sum"
-                    " of both losses."
-                )
-            if self.step_hook and self._stepped_since(freeing.number) and not trained:
-                between = f"two runs of {raised}" if again else f"the calls at {first} and {raised}"
-                return (
-                    f"An optimizer that does not train the forward pass at {built} stepped between {between}"
-                    " (a GAN's discriminator or critic step): give that step the pass's output detached"
-                    " (fake.detach())."
-                )
-            if between and between[0] == "again" and not again:
-                return (
-                    f"An optimizer stepped between the calls at {first} and {raised} and changed parameters"
-                    f" of the forward pass at {built}, which the second loss trains too: after the step, compute"
-                    f" {var} again, and the second loss from it, before the call at {raised}, so that call"
-                    " goes back through a pass of its own, built from the weights as they are now (retain_graph=True on the first call runs"
-                    " only while that pass saved none of the parameters the step changed)."
-                )
-            if between and between[0] == "one":
-                return (
-                    f"One optimizer trains what both losses reach, and it stepped between the calls at"
-                    f" {first} and {raised}, changing parameters of the forward pass at {built} that both go"
-                    " back through: add the losses and call backward once, then step once; to keep two"
-                    f" updates, compute {var} again after the step, for the second loss (with"
-                    " retain_graph=True on the first call, the second would find those parameters changed"
-                    " in place instead)."
-                )
-            if between and between[0] == "detach":
-                used, where = between[1][0], f"{self._show(between[1][1])}:{between[1][2]}"
-                return (
-                    f"The loss built at {where} reaches, through `{used}`, parameters of the forward pass at"
-                    f" {built} that only the optimizer stepped after the call at {first} trains. If that"
-                    " loss should not train through them (an actor's loss through the critic's value), use"
-                    f" `{used}.detach()` there and, as both losses may still share layers before it, add"
-                    " them and call backward once, then step each optimizer. If it should (a generator's"
-                    f" loss through the discriminator), compute `{used}` again after that step, and give the"
-                    " first loss its input detached (fake.detach()) where it should not reach the pass"
-                    " before."
-                )
-            if again:
-                # Not if a step between changed what the pass saved: that is the in-place error.
-                keep = (
-                    ""
-                    if retained or trained
-                    else ", or pass retain_graph=True to every call but the last"
-                )
-                return (
-                    f"The call at {raised} runs more than once through the forward pass at {built}, which ran"
-                    f" once: add the losses and call backward once{keep}."
-                )
-            keep = "" if retained or trained else ", or pass retain_graph=True to the first call"
-            return (
-                f"The calls at {first} and {raised} both go back through the forward pass at {built}: add the "
-                f"losses and call backward once{keep}; if the first loss should not reach that pass (a GAN's "
-                "discriminator step), detach its input there (fake.detach())."
-            )
-        return (
-            f"Read the saved tensors before the call at {first} frees them, or keep the tensors you "
-            "need in your own variables; pass retain_graph=True to that call only if you must "
-            "read them after it."
-        )
+        words = dict(raised=raised, first=first, again=again, built=built, name=name, var=var)
+        words.update(pair=pair, closure=closure, sub=sub, freeing=freeing, holder=holder)
+        words.update(retained=retained, call=call, trained=trained, between=between)
+        words.update(show=self._show, step_hook=self.step_hook, stepped_since=self._stepped_since)
+        return _SAY.get(cause, _say_saved)(types.SimpleNamespace(**words))
 
     def _facts(self, cause, sub, holder, between, call, freeing, filename, line, node, frames):
         """What the fix candidates read: real files and lines, and the holder found."""
@@ -1871,6 +1653,268 @@ class _Diagnoser:
             double_traversals=self.doubles,
             fixes=[],
         )
+
+
+def _say_twice(w):
+    """The sentence for the same loss gone back through twice."""
+    raised, first, again, built, closure = w.raised, w.first, w.again, w.built, w.closure
+    freeing, call, between, show = w.freeing, w.call, w.between, w.show
+    if again and freeing.kind == "backward":
+        where = (
+            "LBFGS runs the closure several times a step: build the loss inside the closure"
+            if closure
+            else "call backward on it once, before that loop (stepping each optimizer in the loop),"
+            " or build the loss inside the loop"
+        )
+        runs = "it runs" if closure else "the loop around it runs"
+        return (
+            f"The loss built at {built} goes back through the call at {raised} each time {runs};"
+            f" {where}, so that each call goes back once through a graph of its own."
+        )
+    if freeing.kind == "grad":
+        return (
+            f"Pass retain_graph=True to the torch.autograd.grad call at {first}, so the call at {raised}"
+            " can go through the same graph again."
+        )
+    if between and between[0] == "summed":
+        total, added = between[1]
+        added = added if re.fullmatch(r"[\w.]+", added) else f"({added})"
+        return (
+            f"`{total}` adds up losses the call at {first} already went back through once: keep it"
+            f" without their graphs (`{total} += {added}.detach()`, or `.item()`) and remove the"
+            f" call at {raised}, which would only add those losses' gradients again."
+        )
+    gate = call is not None and _ifs(call.site) - _ifs(freeing.site)
+    if gate:  # the second call runs only sometimes (a logging helper every k steps)
+        return (
+            f"Call backward once on this loss: the call at {raised} runs only when the `if` at"
+            f" {show(max(gate)[0])}:{max(gate)[1]} holds, after the call at {first} went back"
+            f" through it: remove it (the gradients the call at {first} left are there to read)."
+        )
+    return (
+        f"Call backward once on this loss: remove the call at {raised} or the one at {first} (a second "
+        "call would add the same gradients again)."
+    )
+
+
+def _say_carried_special(w):
+    """The sentence for a carried state that a pattern around it explains, or None."""
+    raised, built, name, var, pair, sub = w.raised, w.built, w.name, w.var, w.pair, w.sub
+    holder, call, show = w.holder, w.call, w.show
+    if sub == "ema":
+        return (
+            f"The parameters of {var} are updated in place at {built} with autograd on, so each"
+            " update adds to a graph that reaches back through the updates before it, which"
+            f" earlier calls freed, and the call at {raised} goes back into it: make the update"
+            f" under `with torch.no_grad():` (and use {var} under `torch.no_grad()` too, if"
+            " nothing should train through it)."
+        )
+    cached = call is not None and _cached_around(call.site)
+    if cached:
+        return (
+            f"`{cached[2]}` at {show(cached[0])}:{cached[1]} keeps the weight a parametrization"
+            " computed on its first use, with that step's graph, for every step of the loop inside"
+            f" it, so the call at {raised} goes back into the first step's graph (and the weight"
+            " no longer follows the optimizer): enter it inside the loop, around one step's"
+            " forward pass, so that each step computes the weight again."
+        )
+    window = sub in ("rnn", "lstm", "lstm-both") and call and _window(call.site, name)
+    if window:
+        file, start, outer, inner = window[0], *window[1:]
+        at = show(file) + ":"
+        return (
+            f"{var} starts afresh at {at}{start} in each pass of the loop at {at}{outer} and"
+            f" carries its graph through the loop at {at}{inner}, whose call at {raised} goes"
+            " back into the passes before it: add up that loop's losses and call backward (and"
+            f" step) once after it. Detaching {var} after each call also runs, but then each"
+            f" later loss no longer reaches the pass at {at}{start}."
+        )
+    read = sub == "rnn" and holder and _grad_reads(holder[2], name)
+    if read:
+        kept = f" (in place of `{name}.retain_grad()`)" if "retain_grad" in read else ""
+        return (
+            f"{var} (built at {built}) is carried into the next step with the graph of its"
+            f" update, and the loop reads its `.grad`: start each step from a fresh leaf,"
+            f" `{name} = {name}.detach().requires_grad_()` after that update{kept},"
+            " or update it in place under `with torch.no_grad():`,"
+            f" so the call at {raised} goes back through this step only and still fills"
+            f" `{name}.grad`."
+        )
+    bare = holder and _bare_detach(holder[2], name)
+    if sub == "rnn" and bare:
+        return (
+            f"`{name}.detach()` at {show(holder[2])}:{bare} returns a detached copy and changes"
+            f" nothing: assign it (`{name} = {name}.detach()`), so the call at {raised} goes back"
+            " through this step only."
+        )
+    gated = sub in ("rnn", "lstm", "lstm-both") and holder and _gated_detach(holder[2], name)
+    if gated:
+        detached = f"{name} = " + (pair if sub.startswith("lstm") else f"{name}.detach()")
+        return (
+            f"{var} is detached at {show(holder[2])}:{gated} only when the `if` around it"
+            f" holds, and the call at {raised} ran in a step where it did not, so it went back into"
+            " a graph an earlier call had freed. To keep gradients across that window (truncated"
+            " BPTT over k chunks), add up the losses and call backward (and step) once per window,"
+            f" just before that detach; otherwise detach it after every call: `{detached}`."
+        )
+    if sub == "bank" and holder[2]:
+        stored = [
+            n
+            for n in ast.walk(_parse(holder[2]))
+            if isinstance(n, ast.Assign) and n.lineno == holder[3]
+        ]
+        text = "".join(linecache.getlines(holder[2]))
+        target = ast.get_source_segment(text, stored[0].targets[0]) if stored else None
+        value = ast.get_source_segment(text, stored[0].value) if stored else None
+        if target and value:
+            value = value if re.fullmatch(r"[\w.]+", value) else f"({value})"
+            return (
+                f"{var} keeps tensors from earlier steps (built at {built}) with their graphs,"
+                f" written in at {show(holder[2])}:{holder[3]}: store detached copies there"
+                f" (`{target} = {value}.detach()`), so later steps read the values without graphs"
+                " an earlier call freed."
+            )
+    return None
+
+
+def _say_carried(w):
+    """The sentence for state carried into the next step."""
+    raised, first, built, name, var, pair = w.raised, w.first, w.built, w.name, w.var, w.pair
+    sub = w.sub
+    special = _say_carried_special(w)
+    if special is not None:
+        return special
+    written = w.sub == "slices" and f"{w.show(w.holder[2])}:{w.holder[3]}"
+    return {
+        "total": f"{var} adds each step's graph to the next: add `loss.item()` to it and call backward on this step's loss at {raised}.",
+        "loss": f"{var} keeps the loss of an earlier step (built at {built}) with its graph: keep `loss.item()` (or `loss.detach()`) in it instead, so the call at {raised} goes back through this step only.",
+        "accumulator": f"{var} still holds the loss the call at {first} went through: start a fresh accumulator (`{name} = 0`) before each pass.",
+        "kept": f"{var} keeps tensors from earlier steps (built at {built}) with their graphs: store `x.detach()` in it, or clear it each step.",
+        "clear": f"{var} keeps tensors (built at {built}) whose graphs an earlier call went through: clear it after each update (`{name}.clear()`).",
+        "attr": f"{var} keeps a tensor (built at {built}) whose graph the call at {first} went through: read it as `{name}.detach()` where it is used again, or store a detached copy in it if nothing before that call needs its graph.",
+        "lstm": f"Detach both tensors of {var} after the call at {raised}: `{name} = {pair}`.",
+        "before": f"{var} is built at {built} before the loop from parameters the optimizer trains: compute it inside the loop, in each step before the call at {raised}, so they keep training (or, if it is a target they must not learn from, build it under `with torch.no_grad():`).",
+        "target": f"{var} is built at {built} before the loop from parameters that this step trains again through a forward pass of its own, so it is a target of the update (an advantage, a TD target): take its values, `{name} = {name}.detach()` after it is built (or build it under `with torch.no_grad():`), so that the call at {raised} goes back through this step only.",
+        "frozen": f"{var} (built at {built}) goes back to parameters this loop does not train: use `{name}.detach()` (or build it under `with torch.no_grad():`).",
+        "slices": f"{var} is written in place at {written} and kept across steps, so this step's graph runs back through the earlier steps' writes: start each step from a detached copy (`{name} = {name}.detach()`, before the writes) or a fresh tensor (`torch.zeros_like({name})`).",
+        "rnn": f"Detach {var} (built at {built}) after each step: `{name} = {name}.detach()`, so the call at {raised} goes back through this step only.",
+    }[sub.replace("-both", "").replace("bank", "kept")]
+
+
+def _say_grad(w):
+    """The sentence for two torch.autograd.grad calls, or one and a backward, on one pass."""
+    raised, first, freeing, call = w.raised, w.first, w.freeing, w.call
+    both = call is not None and call.kind == "grad"
+    if both and any(ref() is not None for ref in freeing.results):
+        return (
+            f"Pass create_graph=True to both torch.autograd.grad calls, at {first} and {raised}, or take"
+            " both in one call (`torch.autograd.grad(y, [a, b], create_graph=True)`): a loss uses their results."
+        )
+    if both:
+        return (
+            "Take both gradients in one call (`torch.autograd.grad(y, [a, b])`), or pass"
+            f" retain_graph=True to the call at {first}."
+        )
+    if any(ref() is not None for ref in freeing.results):
+        return (
+            f"Pass create_graph=True to the torch.autograd.grad call at {first}: the loss at"
+            f" {raised} uses its result, and create_graph=True keeps the graph and makes that"
+            " term differentiable."
+        )
+    return (
+        f"Pass retain_graph=True to the torch.autograd.grad call at {first}, which otherwise"
+        f" frees the graph the call at {raised} still needs."
+    )
+
+
+def _say_shared(w):
+    """The sentence for two losses on one forward pass."""
+    raised, first, again, built, var = w.raised, w.first, w.again, w.built, w.var
+    freeing, retained, call, trained = w.freeing, w.retained, w.call, w.trained
+    between, show = w.between, w.show
+    if w.sub == "grad":
+        return _say_grad(w)
+    if _grad_of_a_part(call, freeing) and not trained:
+        return (
+            f"The torch.autograd.grad call at {raised} takes gradients of a part of the loss the"
+            f" call at {first} already went back through, and nothing steps between them: pass"
+            f" retain_graph=True to the call at {first}, or take these gradients first (with"
+            " retain_graph=True) and call backward last."
+        )
+    if call is not None and freeing.number > call.number:  # run from a hook inside it
+        return (
+            f"The call at {first} runs inside the call at {raised}, from a hook, and frees the graph"
+            f" that call is still going back through: pass retain_graph=True to the call at {first},"
+            " or take the hook's gradient with torch.autograd.grad and call backward once on the sum"
+            " of both losses."
+        )
+    if w.step_hook and w.stepped_since(freeing.number) and not trained:
+        between = f"two runs of {raised}" if again else f"the calls at {first} and {raised}"
+        return (
+            f"An optimizer that does not train the forward pass at {built} stepped between {between}"
+            " (a GAN's discriminator or critic step): give that step the pass's output detached"
+            " (fake.detach())."
+        )
+    if between and between[0] == "again" and not again:
+        return (
+            f"An optimizer stepped between the calls at {first} and {raised} and changed parameters"
+            f" of the forward pass at {built}, which the second loss trains too: after the step, compute"
+            f" {var} again, and the second loss from it, before the call at {raised}, so that call"
+            " goes back through a pass of its own, built from the weights as they are now (retain_graph=True on the first call runs"
+            " only while that pass saved none of the parameters the step changed)."
+        )
+    if between and between[0] == "one":
+        return (
+            f"One optimizer trains what both losses reach, and it stepped between the calls at"
+            f" {first} and {raised}, changing parameters of the forward pass at {built} that both go"
+            " back through: add the losses and call backward once, then step once; to keep two"
+            f" updates, compute {var} again after the step, for the second loss (with"
+            " retain_graph=True on the first call, the second would find those parameters changed"
+            " in place instead)."
+        )
+    if between and between[0] == "detach":
+        used, where = between[1][0], f"{show(between[1][1])}:{between[1][2]}"
+        return (
+            f"The loss built at {where} reaches, through `{used}`, parameters of the forward pass at"
+            f" {built} that only the optimizer stepped after the call at {first} trains. If that"
+            " loss should not train through them (an actor's loss through the critic's value), use"
+            f" `{used}.detach()` there and, as both losses may still share layers before it, add"
+            " them and call backward once, then step each optimizer. If it should (a generator's"
+            f" loss through the discriminator), compute `{used}` again after that step, and give the"
+            " first loss its input detached (fake.detach()) where it should not reach the pass"
+            " before."
+        )
+    if again:
+        # Not if a step between changed what the pass saved: that is the in-place error.
+        keep = (
+            "" if retained or trained else ", or pass retain_graph=True to every call but the last"
+        )
+        return (
+            f"The call at {raised} runs more than once through the forward pass at {built}, which ran"
+            f" once: add the losses and call backward once{keep}."
+        )
+    keep = "" if retained or trained else ", or pass retain_graph=True to the first call"
+    return (
+        f"The calls at {first} and {raised} both go back through the forward pass at {built}: add the "
+        f"losses and call backward once{keep}; if the first loss should not reach that pass (a GAN's "
+        "discriminator step), detach its input there (fake.detach())."
+    )
+
+
+def _say_saved(w):
+    """The sentence for a saved tensor read after the call that freed it."""
+    return (
+        f"Read the saved tensors before the call at {w.first} frees them, or keep the tensors you "
+        "need in your own variables; pass retain_graph=True to that call only if you must "
+        "read them after it."
+    )
+
+
+_SAY = {
+    "same-loss-twice": _say_twice,
+    "carried-state": _say_carried,
+    "shared-forward": _say_shared,
+}
 
 
 _PACK = _Diagnoser._pack.__code__
