@@ -1203,6 +1203,36 @@ class _Diagnoser:
         return None, None
 
     def _finish(self, exc, raised, call, found, roots, leaves, frames, changed=None):
+        ev = self._evidence(found, frames)
+        cause = self._classify(ev, call, roots, leaves, frames)
+        retained = changed is not None or INPLACE in str(exc)
+        self.report = None
+        report = dict(self.result(), error=str(exc), raised=raised)
+        report["cause"] = "inplace-after-retain" if retained else cause
+        if ev.freeing is not None:
+            report["freed_by"] = dict(
+                self._place(ev.freeing.site, ev.freeing.number),
+                retain_graph=ev.freeing.retain_graph,
+            )
+        if ev.node is not None and ev.line:
+            report["node"] = dict(self._at(ev.filename, ev.line, None), name=ev.node.name())
+        if cause is not None:
+            self._explain(report, ev, cause, call, roots, frames, retained, changed)
+        if cause is None and call is not None:  # no freeing call seen: torch's own (a checkpoint's)
+            report["fixes"] = self._shown_fixes(
+                _fix_reentrant([c.co_filename for c, _ in call.site])
+            )
+        report["lines"] = self._lines(report, cause, ev.clock, ev.freeing, call, changed)
+        self.report = report
+        self.reported, self.reported_at = exc, self.number
+        if not self.quiet:
+            if self.script is None:
+                _emit(format_report(report))
+            else:
+                self.unprinted = format_report(report)
+
+    def _evidence(self, found, frames):
+        """The freed node, the call that freed it, where it was built and when, and its holder."""
         node, mark = max(found, key=lambda item: _sequence(item[0])) if found else (None, None)
         region = node.metadata.get(REGION) if node is not None else None
         if region is not None:  # an output of a burst: the latest of its nodes that were freed
@@ -1236,6 +1266,22 @@ class _Diagnoser:
                 line = _assigned(filename, holder[0].split(".")[-1], at[-1] if at else 1 << 30)
             first = [n for c, n in self.first.site if c.co_filename == filename]
             clock = 0 if line and first and line < first[-1] else None
+        return types.SimpleNamespace(
+            node=node,
+            freeing=freeing,
+            holder=holder,
+            code=code,
+            line=line,
+            shown=shown,
+            clock=clock,
+            filename=filename,
+            updated=updated,
+            trained=False,
+        )
+
+    def _classify(self, ev, call, roots, leaves, frames):
+        """The cause; notes on `ev` whether a step since the freeing call trains the node."""
+        node, freeing, code, line, clock = ev.node, ev.freeing, ev.code, ev.line, ev.clock
         steps = self.step_hook and self.steps
         # Whether an optimizer that stepped since the freeing call trains what lies under the
         # node: one walk of the graph, read by the cause and the fix.
@@ -1258,86 +1304,73 @@ class _Diagnoser:
             and clock < freeing.number
             and self.lines.get(_key(((code, line),)), 0) >= freeing.number
         )
-        cause = _cause(call, freeing, clock, roots, leaves, once, direct, rebuilt)
-        line = shown or line
-        retained = changed is not None or INPLACE in str(exc)
-        self.report = None
-        report = dict(self.result(), error=str(exc), raised=raised)
-        report["cause"] = "inplace-after-retain" if retained else cause
-        if freeing is not None:
-            report["freed_by"] = dict(
-                self._place(freeing.site, freeing.number), retain_graph=freeing.retain_graph
-            )
-        if node is not None and line:
-            report["node"] = dict(self._at(filename, line, None), name=node.name())
-        if cause is not None:
-            sub = None
-            if cause == "carried-state":
-                holder = self._carried_holder(node, frames, filename, line) or holder
-                holder = _stored(filename, line) or holder
-                if holder and holder[1] in ("tensor", "attr"):
-                    holder = _pair(filename, line, holder) or holder
-                # A list that also holds tensors no earlier call went through is the loss's
-                # source (REINFORCE's log-probs), not a cache of old outputs.
-                new = holder and holder[4] is not None and not isinstance(holder[4], torch.Tensor)
-                new = new and any(
-                    not self._search([t.grad_fn], call)[0] for t in _kind(holder[4])[1] if t.grad_fn
+        ev.trained = trained
+        ev.line = ev.shown or line
+        return _cause(call, freeing, clock, roots, leaves, once, direct, rebuilt)
+
+    def _explain(self, report, ev, cause, call, roots, frames, retained, changed):
+        """Fill in the checker's answers, the fix sentence and the fix candidates."""
+        sub, holder, between = None, ev.holder, None
+        freeing, trained = ev.freeing, ev.trained
+        if cause == "carried-state":
+            sub, holder = self._carried_kind(report, ev, call, roots, frames)
+        elif cause == "shared-forward" and freeing.kind == "grad":
+            sub = "grad"
+        key = cause + "/" + sub if cause + "/" + str(sub) in CHECKER else cause
+        report["checker"] = CHECKER[key]
+        if cause == "shared-forward" and trained and self.step_hook and not retained:
+            between = self._between(ev.node, freeing, call, frames)
+        if cause == "same-loss-twice" and call is not None and freeing.site != call.site:
+            # The second call starts from a sum of losses the first already went back
+            # through (a log kept as a tensor): ("summed", (name, what it adds)).
+            for loss, frame, _ in self._root_names(call, frames):
+                added = _added(frame.f_code.co_filename, loss)
+                if added:
+                    between = "summed", (loss, added)
+                    break
+        report["fix"] = self._fix(
+            cause, sub, report, freeing, holder, retained, call, trained, between
+        )
+        facts = self._facts(
+            cause, sub, holder, between, call, freeing, ev.filename, ev.line, ev.node, frames
+        )
+        report["fixes"] = self._shown_fixes(
+            _candidates(_Facts(**facts, retained=retained, trained=trained, text=report["fix"]))
+        )
+        if retained:
+            report["checker"] = report["checker"].replace("retain=none", "retain=retain")
+            report["fix"] = (
+                "The graph kept at {} was used again after {} changed a tensor it saved; "
+                "instead of keeping it: {}{}".format(
+                    _where(report["freed_by"]),
+                    _where(changed) if changed else "an in-place operation",
+                    report["fix"][0].lower(),
+                    report["fix"][1:],
                 )
-                again = self._ran_again(code, freeing)
-                sub = _carried(call, freeing, holder, roots, clock, trained, new, again)
-                if sub == "before" and holder and _target(call, node, holder[0]):
-                    sub = "target"
-                if updated:
-                    sub, holder = "ema", (updated[0], "module", updated[1], updated[2], None)
-                if sub == "slices":  # torch stops at the earlier step's in-place write
-                    report["node"] = dict(self._at(filename, holder[3], None), name="CopySlices")
-            elif cause == "shared-forward" and freeing.kind == "grad":
-                sub = "grad"
-            key = cause + "/" + sub if cause + "/" + str(sub) in CHECKER else cause
-            report["checker"] = CHECKER[key]
-            between = None
-            if cause == "shared-forward" and trained and self.step_hook and not retained:
-                between = self._between(node, freeing, call, frames)
-            if cause == "same-loss-twice" and call is not None and freeing.site != call.site:
-                # The second call starts from a sum of losses the first already went back
-                # through (a log kept as a tensor): ("summed", (name, what it adds)).
-                for loss, frame, _ in self._root_names(call, frames):
-                    added = _added(frame.f_code.co_filename, loss)
-                    if added:
-                        between = "summed", (loss, added)
-                        break
-            report["fix"] = self._fix(
-                cause, sub, report, freeing, holder, retained, call, trained, between
             )
-            facts = self._facts(
-                cause, sub, holder, between, call, freeing, filename, line, node, frames
-            )
-            report["fixes"] = self._shown_fixes(
-                _candidates(_Facts(**facts, retained=retained, trained=trained, text=report["fix"]))
-            )
-            if retained:
-                report["checker"] = report["checker"].replace("retain=none", "retain=retain")
-                report["fix"] = (
-                    "The graph kept at {} was used again after {} changed a tensor it saved; "
-                    "instead of keeping it: {}{}".format(
-                        _where(report["freed_by"]),
-                        _where(changed) if changed else "an in-place operation",
-                        report["fix"][0].lower(),
-                        report["fix"][1:],
-                    )
-                )
-        if cause is None and call is not None:  # no freeing call seen: torch's own (a checkpoint's)
-            report["fixes"] = self._shown_fixes(
-                _fix_reentrant([c.co_filename for c, _ in call.site])
-            )
-        report["lines"] = self._lines(report, cause, clock, freeing, call, changed)
-        self.report = report
-        self.reported, self.reported_at = exc, self.number
-        if not self.quiet:
-            if self.script is None:
-                _emit(format_report(report))
-            else:
-                self.unprinted = format_report(report)
+
+    def _carried_kind(self, report, ev, call, roots, frames):
+        """What carries the state across steps: (the checker's kind of it, its holder)."""
+        node, filename, line, freeing = ev.node, ev.filename, ev.line, ev.freeing
+        holder = self._carried_holder(node, frames, filename, line) or ev.holder
+        holder = _stored(filename, line) or holder
+        if holder and holder[1] in ("tensor", "attr"):
+            holder = _pair(filename, line, holder) or holder
+        # A list that also holds tensors no earlier call went through is the loss's
+        # source (REINFORCE's log-probs), not a cache of old outputs.
+        new = holder and holder[4] is not None and not isinstance(holder[4], torch.Tensor)
+        new = new and any(
+            not self._search([t.grad_fn], call)[0] for t in _kind(holder[4])[1] if t.grad_fn
+        )
+        again = self._ran_again(ev.code, freeing)
+        sub = _carried(call, freeing, holder, roots, ev.clock, ev.trained, new, again)
+        if sub == "before" and holder and _target(call, node, holder[0]):
+            sub = "target"
+        if ev.updated:
+            sub, holder = "ema", (ev.updated[0], "module", ev.updated[1], ev.updated[2], None)
+        if sub == "slices":  # torch stops at the earlier step's in-place write
+            report["node"] = dict(self._at(filename, holder[3], None), name="CopySlices")
+        return sub, holder
 
     def _one_pass(self, code, line, frames, freeing, trained):
         # The node's line ran once, before both calls: are they one pass of what runs it
