@@ -755,6 +755,7 @@ def test_warnings_torch_gives_the_caller_name_the_readers_line(tmp_path):
         "train.py",
         """
         import torch
+        torch.manual_seed(0)
         model = torch.nn.Linear(3, 1)
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         for step in range(2):
@@ -767,7 +768,7 @@ def test_warnings_torch_gives_the_caller_name_the_readers_line(tmp_path):
         """,
     )
     bare = plain(tmp_path, "train.py")
-    assert "train.py:7: FutureWarning: only_inputs argument is deprecated" in bare.stderr
+    assert "train.py:8: FutureWarning: only_inputs argument is deprecated" in bare.stderr
     for args in (["train.py"], ["--try", "train.py"]):
         seen = under(tmp_path, *args)
         assert (seen.returncode, seen.stdout, seen.stderr) == (0, bare.stdout, bare.stderr)

@@ -154,3 +154,15 @@ def test_without_try_the_report_offers_the_command_and_marks_fixes_not_tried(tmp
     last = process.stderr.rstrip().splitlines()[-1]
     assert last.endswith("python -m backtwice.diagnose --try lstm.py")
     assert "+    state = tuple(s.detach() for s in state)" in process.stderr
+
+
+def test_no_function_of_the_diagnoser_is_longer_than_80_lines():
+    import ast
+
+    tree = ast.parse(Path(diagnose.__file__).read_text(encoding="utf-8"))
+    long = {
+        n.name: n.end_lineno - n.lineno + 1
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno >= 80
+    }
+    assert long == {}
