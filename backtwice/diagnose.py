@@ -3056,6 +3056,8 @@ def _owned():
                 base = os.path.normcase(os.path.abspath(str(dist.locate_file(""))))
                 if os.path.join(base, "").startswith(_LIBRARIES):
                     continue  # already library code by its folder: its RECORD is not read
+                if not any(dist.read_text(n) for n in ("RECORD", "installed-files.txt")):
+                    continue  # a checkout's egg-info: its SOURCES.txt is the reader's own code
                 for name in dist.files or ():
                     path = os.path.abspath(str(dist.locate_file(name)))
                     files.add(os.path.normcase(path))

@@ -310,11 +310,14 @@ FIT = """
 """
 
 
-@pytest.mark.parametrize("installed", [True, False], ids=["distribution", "plain-folder"])
+@pytest.mark.parametrize("installed", ["distribution", "plain-folder", "egg-info"], ids=str)
 def test_an_installed_distribution_on_pythonpath_is_not_the_readers(tmp_path, installed):
     site = tmp_path / "site"
     lib = write(site, "fitlib/__init__.py", TRAIN_LIB.replace("def train(", "def fit("))
-    if installed:  # what an installer writes: the distribution's metadata and its files
+    if installed == "egg-info":  # a checkout built in place (pip install -e): not installed
+        write(site, "fitlib.egg-info/PKG-INFO", "Metadata-Version: 2.1\nName: fitlib\n")
+        write(site, "fitlib.egg-info/SOURCES.txt", "fitlib/__init__.py\n")
+    if installed == "distribution":  # what an installer writes: metadata, the files it owns
         write(
             site,
             "fitlib-1.0.dist-info/METADATA",
@@ -342,7 +345,7 @@ def test_an_installed_distribution_on_pythonpath_is_not_the_readers(tmp_path, in
         assert done.returncode == 1
     report = load(out)
     assert report["cause"] == "carried-state"
-    if installed:
+    if installed == "distribution":
         assert report["raised"]["file"] == "train.py", report
         assert report["raised"]["line"] == line_of(script, "called")
     else:
