@@ -118,6 +118,7 @@ def _is_reader(code):
         else:
             path = os.path.normcase(os.path.abspath(name))
             known = path != _HERE and not path.startswith(_LIBRARIES)
+            known = known and path not in _owned()
         _KEPT.append(code)
         _READER[id(code)] = known
     return known
@@ -3097,15 +3098,31 @@ def _format_fixes(fixes):
 
 
 def _emit(text):
-    if sys.stderr.isatty() and not os.environ.get("NO_COLOR"):
-        text = re.sub(r"(?m)([\^]+ .*|^cause: .*)$", "\x1b[1;31m\\1\x1b[0m", text)
-        text = re.sub(r"(?m)(-+ [A-Za-z].*)$", "\x1b[1;34m\\1\x1b[0m", text)
-    sys.stderr.write(text + "\n")
+    with contextlib.suppress(AttributeError, OSError, ValueError):  # stderr closed or None
+        if sys.stderr.isatty() and not os.environ.get("NO_COLOR"):
+            text = re.sub(r"(?m)([\^]+ .*|^cause: .*)$", "\x1b[1;31m\\1\x1b[0m", text)
+            text = re.sub(r"(?m)(-+ [A-Za-z].*)$", "\x1b[1;34m\\1\x1b[0m", text)
+        prefix = _rank_prefix()
+        if prefix:
+            text = "\n".join(prefix + line for line in text.split("\n"))
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
 
 
 def _special(path):
-    # A device or a pipe (/dev/stdout): written in place, never replaced by a file.
-    return os.path.exists(path) and not os.path.isfile(path)
+    # A pipe, a terminal (/dev/stdout) or the file stdout or stderr goes to: written in place
+    # (appended), never replaced by a file.
+    try:
+        info = os.stat(path)
+    except OSError:
+        return False
+    if not os.path.isfile(path):
+        return True
+    for fd in (1, 2):
+        with contextlib.suppress(OSError):
+            if os.path.samestat(info, os.fstat(fd)):
+                return True
+    return False
 
 
 def _write_json(path, report):
@@ -3113,14 +3130,16 @@ def _write_json(path, report):
     temporary = None
     try:
         if _special(path):
-            out = open(path, "w", encoding="utf-8")
-        else:  # a file is replaced whole, never left half-written
-            handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".diagnose-")
+            out = open(path, "a", encoding="utf-8")
+        else:  # the file a link names is replaced whole, never left half-written
+            real = os.path.realpath(path)
+            handle, temporary = tempfile.mkstemp(dir=os.path.dirname(real), prefix=".diagnose-")
             out = os.fdopen(handle, "w", encoding="utf-8")
         with out:
             out.write(text)
         if temporary:
-            os.replace(temporary, path)
+            os.chmod(temporary, _mode(real))
+            os.replace(temporary, real)
     except OSError as exc:
         if temporary:
             with contextlib.suppress(OSError):
@@ -3130,10 +3149,22 @@ def _write_json(path, report):
         )
 
 
+def _mode(path):
+    """The mode for a file replacing path: its own, or what the umask gives a new one."""
+    with contextlib.suppress(OSError):
+        return os.stat(path).st_mode & 0o7777
+    mask = os.umask(0o22)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def _json_problem(path):
-    folder = os.path.dirname(path)
+    folder = os.path.dirname(os.path.realpath(path))
     if os.path.isdir(path):
         return "is a folder; give a file name"
+    device = _device_problem(path)
+    if device:
+        return device
     if not _special(path):
         if not os.path.isdir(folder):
             return f"no folder {folder}; create it first"
@@ -3205,6 +3236,7 @@ def _trimmed(tb, script):
         code = tb.tb_frame.f_code
         if not started and code.co_filename == script and code.co_name == "<module>":
             started = True
+        started = started or code is getattr(runpy._run_module_as_main, "__code__", None)
         if started and not os.path.normcase(os.path.abspath(code.co_filename)).startswith(_HERE):
             entries.append(tb)
         tb = tb.tb_next
@@ -3215,17 +3247,131 @@ def _trimmed(tb, script):
 
 
 USAGE = (
-    "usage: python -m backtwice.diagnose [--json FILE] [--try [--fix]] [--] SCRIPT|DIR [ARGS...]"
+    "usage: python -m backtwice.diagnose [--json FILE] [--try [--fix]] [--]"
+    " SCRIPT|DIR|-m MODULE [ARGS...]"
 )
 
 
-def main(argv=None):
-    """Run a script as __main__ under the diagnoser; return its exit status."""
-    args = list(sys.argv[1:] if argv is None else argv)
+def _owned():
+    """Files that installed distributions outside the interpreter's library folders own (one
+    set per sys.path, built on the first code object that needs it)."""
+    key = tuple(sys.path)
+    if _OWNED.get("key") != key:
+        files = set()
+        with contextlib.suppress(Exception):
+            from importlib import metadata
+
+            for dist in metadata.distributions():
+                base = os.path.normcase(os.path.abspath(str(dist.locate_file(""))))
+                if os.path.join(base, "").startswith(_LIBRARIES):
+                    continue  # already library code by its folder: its RECORD is not read
+                if not any(dist.read_text(n) for n in ("RECORD", "installed-files.txt")):
+                    continue  # a checkout's egg-info: its SOURCES.txt is the reader's own code
+                for name in dist.files or ():
+                    path = os.path.abspath(str(dist.locate_file(name)))
+                    files.add(os.path.normcase(path))
+        _OWNED.update(key=key, files=frozenset(files))
+    return _OWNED["files"]
+
+
+_OWNED = {}
+
+
+def _rank_prefix():
+    """`[rankN]:` as torch's launcher prefixes a rank's lines, when more than one runs."""
+    try:
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return ""
+    rank = os.environ.get("RANK", os.environ.get("LOCAL_RANK"))
+    return f"[rank{rank}]:" if world > 1 and rank is not None else ""
+
+
+def _device_problem(path):
+    """Why --json may not write to path, a character device, or None (a tty, /dev/null)."""
+    import stat
+
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISCHR(info.st_mode):
+        return None
+    real = os.path.realpath(path)
+    if re.fullmatch(r"/dev/(pts/\d+|tty\w*|console|null)", real):
+        return None
+    for fd in (0, 1, 2):
+        with contextlib.suppress(OSError):
+            if os.isatty(fd) and os.fstat(fd).st_rdev == info.st_rdev:
+                return None
+    return "is a device, not a file, a pipe or a terminal; give a file name"
+
+
+class _Runner(_Diagnoser):
+    """The runner's diagnoser: a report held back to follow the script's own traceback is
+    printed however the process then ends (SIGTERM, os._exit), not only when main returns."""
+
+    @property
+    def unprinted(self):
+        return self.__dict__.get("held")
+
+    @unprinted.setter
+    def unprinted(self, text):
+        self.__dict__["held"] = text
+        if text is not None and "ends" not in self.__dict__:
+            self.ends = _guard_ends(self)
+
+    def say(self):
+        """Print the held report once."""
+        text, self.__dict__["held"] = self.__dict__.get("held"), None
+        if text:
+            _emit(text)
+
+    def last_words(self):
+        """The process ends now (os._exit, SIGTERM): write --json's file, print the report."""
+        if getattr(self, "json_path", None):
+            _write_json(self.json_path, self.result())
+        self.say()
+
+    def unguard(self):
+        for undo in reversed(self.__dict__.pop("ends", [])):
+            with contextlib.suppress(Exception):
+                undo()
+
+
+def _guard_ends(state):
+    """Print the held report before os._exit and on SIGTERM left at its default action; in
+    this process only (a forked child inherits both and ends as it would). Returns undoers."""
+    pid, original_exit, undo = os.getpid(), os._exit, []
+
+    def _exit(status):
+        if os.getpid() == pid:
+            state.last_words()
+        original_exit(status)
+
+    os._exit = _exit
+    undo.append(lambda: setattr(os, "_exit", original_exit))
+
+    def on_term(number, frame):
+        if os.getpid() == pid:
+            state.last_words()
+        signal.signal(number, signal.SIG_DFL)
+        os.kill(os.getpid(), number)  # ends as SIGTERM ends it: its buffered stdout is lost
+
+    def default():  # unless the script set its own handler since
+        if signal.getsignal(signal.SIGTERM) is on_term:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    if main_thread and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, on_term)
+        undo.append(default)
+    return undo
+
+
+def _options(args):
+    """(json_path, trying, fixing, what is left) from the runner's options, or an exit status."""
     json_path, trying, fixing = None, False, False
-    if args and args[0] in ("-h", "--help"):
-        print(USAGE + "\n\n" + __doc__.strip().split("\n\n", 1)[1])
-        return 0
     while args and args[0] in ("--try", "--fix") or args and args[0].startswith("--json"):
         if args[0] in ("--try", "--fix"):
             trying, fixing = True, fixing or args[0] == "--fix"
@@ -3245,9 +3391,42 @@ def main(argv=None):
             return 2
     if args and args[0] == "--":
         args = args[1:]
-    if not args:
-        sys.stderr.write(USAGE + "\n")
+    if not args or args[0] == "-m" and len(args) < 2:
+        sys.stderr.write(("-m: needs a MODULE\n" if args else "") + USAGE + "\n")
         return 2
+    return json_path, trying, fixing, args
+
+
+def _module(args):
+    """(shown, script, run) for `-m MODULE ARGS`, run as `python -m` runs it, or a status."""
+    try:
+        script = runpy._get_module_details(args[1])[1].origin
+    except ImportError as exc:  # runpy's own error: the words `python -m` prints
+        sys.stderr.write(f"{sys.executable}: {exc}\n")
+        return 1
+    cwd = os.getcwd()
+    shown = os.path.relpath(script) if script.startswith(os.path.join(cwd, "")) else script
+    sys.argv = [script] + args[2:]
+    sys.path[0] = cwd
+
+    def run():
+        # Through the function `python -m` itself calls, so that a traceback shows the frames
+        # a plain run's does; in a fresh __main__, as this file may be __main__ itself.
+        module = types.ModuleType("__main__")
+        saved, sys.modules["__main__"] = sys.modules["__main__"], module
+        _EDITED["__main__"] = module.__dict__
+        try:
+            runpy._run_module_as_main(args[1], alter_argv=True)
+        finally:
+            sys.modules["__main__"] = saved
+
+    return shown, script, run
+
+
+def _runnable(args):
+    """(shown, script, run) for `SCRIPT|DIR ARGS` or `-m MODULE ARGS`, or an exit status."""
+    if args[0] == "-m":
+        return _module(args)
     shown = args[0]
     folder = os.path.isdir(shown)
     script = os.path.join(shown, "__main__.py") if folder else shown
@@ -3264,11 +3443,51 @@ def main(argv=None):
         else:
             _run_script(script)
 
+    return shown, script, run
+
+
+def _ended(state, exc, script):
+    """The script raised `exc` (not SystemExit): print it as Python would, then the report."""
+    _trim_all(exc, script)
+    sys.excepthook(type(exc), exc, exc.__traceback__)
+    _say(state)
+    if isinstance(exc, KeyboardInterrupt):
+        # Killed by its own SIGINT, as Python ends on one: what the script printed to a
+        # pipe or file is still in its buffer, and Python's own end would have written it.
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(AttributeError, OSError, ValueError):
+                stream.flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+def _say(state):
+    if isinstance(state, _Runner):
+        state.say()
+    elif state.unprinted:
+        _emit(state.unprinted)
+
+
+def main(argv=None):
+    """Run a script (or -m MODULE) as __main__ under the diagnoser; return its exit status."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in ("-h", "--help"):
+        print(USAGE + "\n\n" + __doc__.strip().split("\n\n", 1)[1])
+        return 0
+    options = _options(args)
+    if isinstance(options, int):
+        return options
+    json_path, trying, fixing, args = options
+    target = _runnable(args)
+    if isinstance(target, int):
+        return target
+    shown, script, run = target
     if os.environ.get(TRY_ENV):
         return _child(os.environ[TRY_ENV], script, run)
     state = _active()
     if state is None:
-        state = _Diagnoser(script, shown)
+        state = _Runner(script, shown)
+        state.json_path = json_path
         state.start()
     tracker = _Tracker() if trying else None
     if tracker is not None:
@@ -3276,32 +3495,21 @@ def main(argv=None):
     after = functools.partial(_after, state, tracker, args, shown, fixing)
     try:
         run()
-    except SystemExit:
+    except SystemExit:  # sys.exit(main()) after a caught error, pytest, Hydra: report too
         after()
         _end(state, json_path)
+        _say(state)
         raise
     except BaseException as exc:
         if isinstance(exc, RuntimeError):
             state.saved_read(exc)
         after()
         _end(state, json_path)
-        _trim_all(exc, script)
-        sys.excepthook(type(exc), exc, exc.__traceback__)
-        if state.unprinted:
-            _emit(state.unprinted)
-        if isinstance(exc, KeyboardInterrupt):
-            # Killed by its own SIGINT, as Python ends on one: what the script printed to a
-            # pipe or file is still in its buffer, and Python's own end would have written it.
-            for stream in (sys.stdout, sys.stderr):
-                with contextlib.suppress(AttributeError, OSError, ValueError):
-                    stream.flush()
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGINT)
+        _ended(state, exc, script)
         return 1
     after()
     _end(state, json_path)
-    if state.unprinted:
-        _emit(state.unprinted)
+    _say(state)
     return 0
 
 
@@ -3376,6 +3584,8 @@ def _run_script(script):
 
 def _end(state, json_path):
     state.stop()
+    if isinstance(state, _Runner):
+        state.unguard()
     if json_path:
         _write_json(json_path, state.result())
 
