@@ -2440,25 +2440,19 @@ def _fix_state(f):
     lines = _state_lines(f)
     if f.reads_grad:
         fresh = [f"{f.name} = {f.name}.detach().requires_grad_()"]
-        why = (
-            f"Start each step from a fresh leaf `{f.name}`, so the next backward goes "
-            f"back through that step only and still fills `{f.name}.grad`."
-        )
+        why = f"Start each step from a fresh leaf `{f.name}`, whose `.grad` is still filled."
         found.append(_fix_of(_after_update(f, fresh), "machine", why))
         found.append(_fix_of(_after_raise(f, fresh), "machine", why))
     why = (
-        f"Detach `{f.name}` once a step's backward is done, so the next step goes back through "
-        "its own graph only (if no gradient should flow across steps, as in truncated BPTT)."
+        f"Detach `{f.name}` after each step's backward, if no gradient should flow across steps"
+        " (truncated BPTT)."
     )
     found.append(_fix_of(_after_raise(f, lines), "machine", why))
-    found.append(_fix_of(_after_update(f, lines), "machine", why))
-    found.append(
-        _fix_of(
-            _before_forward(f, lines),
-            "machine",
-            f"Detach `{f.name}` where the next forward pass reads it, " + why.split(", ", 1)[1],
-        )
-    )
+    if f.nfile == f.rfile and f.nline and f.nline > f.rline:  # updated after the backward
+        found.append(_fix_of(_after_update(f, lines), "machine", why))
+    if f.name.startswith("self.") or f.nfile != f.rfile:  # out of the loop's reach
+        why = f"Detach `{f.name}` where the next forward pass reads it, if no gradient should flow across steps."
+        found.append(_fix_of(_before_forward(f, lines), "machine", why))
     return found
 
 
@@ -3085,6 +3079,18 @@ def format_report(report):
     return "\n".join(out)
 
 
+def _hunks(diff):
+    # The diff's hunks, each header naming its file (the ---/+++ lines left out).
+    name = None
+    for line in diff.splitlines():
+        if line.startswith("+++ "):
+            name = line[4:]
+        elif line.startswith("@@") and name:
+            yield f"{name} {line}"
+        elif not line.startswith("--- "):
+            yield line
+
+
 def _format_fixes(fixes):
     out = []
     for number, fix in enumerate(fixes, 1):
@@ -3093,7 +3099,7 @@ def _format_fixes(fixes):
         if fix["applicability"] == "manual":
             how = "yours to make"
         out.append(f"fix {number} ({fix['applicability']}, {how}): {fix['why']}")
-        out += ["    " + line for line in fix.get("diff", "").splitlines()]
+        out += ["    " + line for line in _hunks(fix.get("diff", ""))]
     return out
 
 
@@ -3525,8 +3531,7 @@ def _after(state, tracker, args, shown, fixing):
     elif any(f["applicability"] == "machine" for f in report["fixes"]):
         command = " ".join(["python -m backtwice.diagnose --try", *map(_quoted, args)])
         state.unprinted = (state.unprinted or format_report(report)) + (
-            f"\n{PREFIX}to run {shown} again with each machine fix applied in memory (files on"
-            f" disk unchanged) and see which pass: {command}"
+            f"\n{PREFIX}to try each fix on {shown} (it runs again, the edits in memory): {command}"
         )
         return
     text = format_report(report)

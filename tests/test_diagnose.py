@@ -122,7 +122,7 @@ def test_report_on_stderr_after_the_traceback(reports, name):
     stderr = process.stderr
     if any(f["applicability"] == "machine" for f in report["fixes"]):
         offer = f"python -m backtwice.diagnose --try {relative(name)}\n"
-        assert stderr.endswith(offer) and "again with each machine fix" in stderr
+        assert stderr.endswith(offer) and "to try each fix on" in stderr
         stderr = stderr[: stderr.rindex("\n", 0, -1) + 1]
     assert stderr.endswith("\n" + text + "\n")
     assert stderr.count(text) == 1

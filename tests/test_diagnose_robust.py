@@ -26,7 +26,7 @@ from .conftest import ROOT
 BACKWARD_TWICE = "Trying to backward through the graph a second time"
 ADDED_AGAIN = "added again"
 # The report's last line when it has a machine fix: the command that tries them.
-OFFER = r"(?m)^backtwice\.diagnose: to run .* --try .*\n"
+OFFER = r"(?m)^backtwice\.diagnose: to try each fix on .* --try .*\n"
 TIMEOUT = 300
 
 
