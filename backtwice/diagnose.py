@@ -2241,9 +2241,20 @@ def _splice(filename, node, text):
 
 
 def _detached(filename, node, method="detach()"):
+    if isinstance(node, ast.Tuple) and node.elts:  # each item of a stored tuple
+        source = "".join(linecache.getlines(filename))
+        items = []
+        for e in node.elts:
+            text = ast.get_source_segment(source, e) or ""
+            items.append(text if _constant(e) else _with(text, e, method))
+        return _splice(filename, node, "(" + ", ".join(items) + ")")
     text = ast.get_source_segment("".join(linecache.getlines(filename)), node) or ""
+    return _splice(filename, node, _with(text, node, method))
+
+
+def _with(text, node, method):
     simple = isinstance(node, (ast.Name, ast.Attribute, ast.Subscript, ast.Call))
-    return _splice(filename, node, (text if simple else f"({text})") + "." + method)
+    return (text if simple else f"({text})") + "." + method
 
 
 def _keyword(filename, line, name, value="True", call=None):

@@ -19,7 +19,7 @@ from .diagnose_markers import CASES, RAISING
 
 PROBE = Path(__file__).with_name("grad_probe.py")
 # A case for each common kind of edit the diagnoser writes; bench/try_cases.py runs them all.
-SAMPLE = ["lstm.py", "replay.py", "same_loss_helper.py", "multitask.py", "before_loop.py"]
+SAMPLE = ["lstm.py", "dict_bank.py", "same_loss_helper.py", "multitask.py", "before_loop.py"]
 
 
 def diagnose_try(folder, script, *flags):
@@ -50,7 +50,7 @@ def check_passed(folder, name, should_pass):
     passed = [f for f in report["fixes"] if f["tried"]["outcome"] == "passed"]
     assert bool(passed) == should_pass, [(f["why"], f["tried"]) for f in report["fixes"]]
     original = probe(folder, name)
-    assert original["error"] and original["error"].startswith("RuntimeError")
+    assert original["error"]  # a compiled region's is torch._dynamo's BackendCompilerFailed
     for fix in passed:
         assert fix["applicability"] == "machine" and {e["file"] for e in fix["edits"]} == {name}
         (folder / "fixed.py").write_text(applied(before.decode(), fix["edits"]))
