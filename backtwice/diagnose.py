@@ -28,10 +28,13 @@ import sys
 import sysconfig
 import tempfile
 import threading
+import time
 import types
 import weakref
 
-import torch
+_STARTED = time.monotonic()  # before torch's import, which each try makes again
+
+import torch  # noqa: E402
 
 BACKWARD_TWICE = "Trying to backward through the graph a second time"
 INPLACE = "modified by an inplace operation"
@@ -94,6 +97,17 @@ def _library_dirs():
 _LIBRARIES = _library_dirs()
 
 
+def _invisible(function):
+    """The function, its frame skipped by warnings.warn(stacklevel=...) as importlib's are: a
+    warning torch gives the caller of backward (stacklevel=2) names the reader's line, as in a
+    plain run, not this wrapper's."""
+    code = function.__code__.replace(co_filename=_HERE + " (importlib._bootstrap)")
+    function.__code__ = code
+    _KEPT.append(code)
+    _READER[id(code)] = False
+    return function
+
+
 def _is_reader(code):
     # By id: hashing code hashes its constants, a module's whole code.
     known = _READER.get(id(code))
@@ -104,6 +118,7 @@ def _is_reader(code):
         else:
             path = os.path.normcase(os.path.abspath(name))
             known = path != _HERE and not path.startswith(_LIBRARIES)
+            known = known and path not in _owned()
         _KEPT.append(code)
         _READER[id(code)] = known
     return known
@@ -611,7 +626,7 @@ class _Diagnoser:
         self.double_sites = set()
         self.made = weakref.WeakSet()  # the optimizers made while this runs
         self.said_aside = self.bare = self.bursts = False
-        self.packs = 0
+        self.packs = self.reported_at = 0
         self.local = threading.local()
 
     def start(self):
@@ -837,6 +852,9 @@ class _Diagnoser:
                     call
                     and isinstance(exc, RuntimeError)
                     and (BACKWARD_TWICE in str(exc) or INPLACE in str(exc))
+                    # not again where a call made inside this one (from a custom Function's
+                    # backward) raised it and was reported
+                    and not (self.report is not None and self.reported_at > call.number)
                 ):
                     with contextlib.suppress(Exception):
                         self._on_error(exc, call, sys._getframe(1))
@@ -847,7 +865,7 @@ class _Diagnoser:
                 self._done(call, result)
             return result
 
-        return wrapper
+        return _invisible(wrapper)
 
     def _start(self, kind, args, kwargs, at, frame):
         retain = args[at + 1] if len(args) > at + 1 else kwargs.get("retain_graph")
@@ -936,7 +954,7 @@ class _Diagnoser:
                 raise
             self.made.add(optimizer)
 
-        return __init__
+        return _invisible(__init__)
 
     def _aside(self, transform):
         @functools.wraps(transform)
@@ -951,7 +969,7 @@ class _Diagnoser:
                 finally:
                     self._step_back()
 
-            return run
+            return _invisible(run)
 
         return transformed
 
@@ -1186,6 +1204,36 @@ class _Diagnoser:
         return None, None
 
     def _finish(self, exc, raised, call, found, roots, leaves, frames, changed=None):
+        ev = self._evidence(found, frames)
+        cause = self._classify(ev, call, roots, leaves, frames)
+        retained = changed is not None or INPLACE in str(exc)
+        self.report = None
+        report = dict(self.result(), error=str(exc), raised=raised)
+        report["cause"] = "inplace-after-retain" if retained else cause
+        if ev.freeing is not None:
+            report["freed_by"] = dict(
+                self._place(ev.freeing.site, ev.freeing.number),
+                retain_graph=ev.freeing.retain_graph,
+            )
+        if ev.node is not None and ev.line:
+            report["node"] = dict(self._at(ev.filename, ev.line, None), name=ev.node.name())
+        if cause is not None:
+            self._explain(report, ev, cause, call, roots, frames, retained, changed)
+        if cause is None and call is not None:  # no freeing call seen: torch's own (a checkpoint's)
+            report["fixes"] = self._shown_fixes(
+                _fix_reentrant([c.co_filename for c, _ in call.site])
+            )
+        report["lines"] = self._lines(report, cause, ev.clock, ev.freeing, call, changed)
+        self.report = report
+        self.reported, self.reported_at = exc, self.number
+        if not self.quiet:
+            if self.script is None:
+                _emit(format_report(report))
+            else:
+                self.unprinted = format_report(report)
+
+    def _evidence(self, found, frames):
+        """The freed node, the call that freed it, where it was built and when, and its holder."""
         node, mark = max(found, key=lambda item: _sequence(item[0])) if found else (None, None)
         region = node.metadata.get(REGION) if node is not None else None
         if region is not None:  # an output of a burst: the latest of its nodes that were freed
@@ -1219,6 +1267,22 @@ class _Diagnoser:
                 line = _assigned(filename, holder[0].split(".")[-1], at[-1] if at else 1 << 30)
             first = [n for c, n in self.first.site if c.co_filename == filename]
             clock = 0 if line and first and line < first[-1] else None
+        return types.SimpleNamespace(
+            node=node,
+            freeing=freeing,
+            holder=holder,
+            code=code,
+            line=line,
+            shown=shown,
+            clock=clock,
+            filename=filename,
+            updated=updated,
+            trained=False,
+        )
+
+    def _classify(self, ev, call, roots, leaves, frames):
+        """The cause; notes on `ev` whether a step since the freeing call trains the node."""
+        node, freeing, code, line, clock = ev.node, ev.freeing, ev.code, ev.line, ev.clock
         steps = self.step_hook and self.steps
         # Whether an optimizer that stepped since the freeing call trains what lies under the
         # node: one walk of the graph, read by the cause and the fix.
@@ -1241,76 +1305,73 @@ class _Diagnoser:
             and clock < freeing.number
             and self.lines.get(_key(((code, line),)), 0) >= freeing.number
         )
-        cause = _cause(call, freeing, clock, roots, leaves, once, direct, rebuilt)
-        line = shown or line
-        retained = changed is not None or INPLACE in str(exc)
-        self.report = None
-        report = dict(self.result(), error=str(exc), raised=raised)
-        report["cause"] = "inplace-after-retain" if retained else cause
-        if freeing is not None:
-            report["freed_by"] = dict(
-                self._place(freeing.site, freeing.number), retain_graph=freeing.retain_graph
-            )
-        if node is not None and line:
-            report["node"] = dict(self._at(filename, line, None), name=node.name())
-        if cause is not None:
-            sub = None
-            if cause == "carried-state":
-                holder = self._carried_holder(node, frames, filename, line) or holder
-                holder = _stored(filename, line) or holder
-                if holder and holder[1] in ("tensor", "attr"):
-                    holder = _pair(filename, line, holder) or holder
-                # A list that also holds tensors no earlier call went through is the loss's
-                # source (REINFORCE's log-probs), not a cache of old outputs.
-                new = holder and holder[4] is not None and not isinstance(holder[4], torch.Tensor)
-                new = new and any(
-                    not self._search([t.grad_fn], call)[0] for t in _kind(holder[4])[1] if t.grad_fn
+        ev.trained = trained
+        ev.line = ev.shown or line
+        return _cause(call, freeing, clock, roots, leaves, once, direct, rebuilt)
+
+    def _explain(self, report, ev, cause, call, roots, frames, retained, changed):
+        """Fill in the checker's answers, the fix sentence and the fix candidates."""
+        sub, holder, between = None, ev.holder, None
+        freeing, trained = ev.freeing, ev.trained
+        if cause == "carried-state":
+            sub, holder = self._carried_kind(report, ev, call, roots, frames)
+        elif cause == "shared-forward" and freeing.kind == "grad":
+            sub = "grad"
+        key = cause + "/" + sub if cause + "/" + str(sub) in CHECKER else cause
+        report["checker"] = CHECKER[key]
+        if cause == "shared-forward" and trained and self.step_hook and not retained:
+            between = self._between(ev.node, freeing, call, frames)
+        if cause == "same-loss-twice" and call is not None and freeing.site != call.site:
+            # The second call starts from a sum of losses the first already went back
+            # through (a log kept as a tensor): ("summed", (name, what it adds)).
+            for loss, frame, _ in self._root_names(call, frames):
+                added = _added(frame.f_code.co_filename, loss)
+                if added:
+                    between = "summed", (loss, added)
+                    break
+        report["fix"] = self._fix(
+            cause, sub, report, freeing, holder, retained, call, trained, between
+        )
+        facts = self._facts(
+            cause, sub, holder, between, call, freeing, ev.filename, ev.line, ev.node, frames
+        )
+        report["fixes"] = self._shown_fixes(
+            _candidates(_Facts(**facts, retained=retained, trained=trained, text=report["fix"]))
+        )
+        if retained:
+            report["checker"] = report["checker"].replace("retain=none", "retain=retain")
+            report["fix"] = (
+                "The graph kept at {} was used again after {} changed a tensor it saved; "
+                "instead of keeping it: {}{}".format(
+                    _where(report["freed_by"]),
+                    _where(changed) if changed else "an in-place operation",
+                    report["fix"][0].lower(),
+                    report["fix"][1:],
                 )
-                again = self._ran_again(code, freeing)
-                sub = _carried(call, freeing, holder, roots, clock, trained, new, again)
-                if sub == "before" and holder and _target(call, node, holder[0]):
-                    sub = "target"
-                if updated:
-                    sub, holder = "ema", (updated[0], "module", updated[1], updated[2], None)
-                if sub == "slices":  # torch stops at the earlier step's in-place write
-                    report["node"] = dict(self._at(filename, holder[3], None), name="CopySlices")
-            elif cause == "shared-forward" and freeing.kind == "grad":
-                sub = "grad"
-            key = cause + "/" + sub if cause + "/" + str(sub) in CHECKER else cause
-            report["checker"] = CHECKER[key]
-            between = None
-            if cause == "shared-forward" and trained and self.step_hook and not retained:
-                between = self._between(node, freeing, call, frames)
-            if cause == "same-loss-twice" and call is not None and freeing.site != call.site:
-                # The second call starts from a sum of losses the first already went back
-                # through (a log kept as a tensor): ("summed", (name, what it adds)).
-                for loss, frame, _ in self._root_names(call, frames):
-                    added = _added(frame.f_code.co_filename, loss)
-                    if added:
-                        between = "summed", (loss, added)
-                        break
-            report["fix"] = self._fix(
-                cause, sub, report, freeing, holder, retained, call, trained, between
             )
-            if retained:
-                report["checker"] = report["checker"].replace("retain=none", "retain=retain")
-                report["fix"] = (
-                    "The graph kept at {} was used again after {} changed a tensor it saved; "
-                    "instead of keeping it: {}{}".format(
-                        _where(report["freed_by"]),
-                        _where(changed) if changed else "an in-place operation",
-                        report["fix"][0].lower(),
-                        report["fix"][1:],
-                    )
-                )
-        report["lines"] = self._lines(report, cause, clock, freeing, call, changed)
-        self.report = report
-        self.reported = exc
-        if not self.quiet:
-            if self.script is None:
-                _emit(format_report(report))
-            else:
-                self.unprinted = format_report(report)
+
+    def _carried_kind(self, report, ev, call, roots, frames):
+        """What carries the state across steps: (the checker's kind of it, its holder)."""
+        node, filename, line, freeing = ev.node, ev.filename, ev.line, ev.freeing
+        holder = self._carried_holder(node, frames, filename, line) or ev.holder
+        holder = _stored(filename, line) or holder
+        if holder and holder[1] in ("tensor", "attr"):
+            holder = _pair(filename, line, holder) or holder
+        # A list that also holds tensors no earlier call went through is the loss's
+        # source (REINFORCE's log-probs), not a cache of old outputs.
+        new = holder and holder[4] is not None and not isinstance(holder[4], torch.Tensor)
+        new = new and any(
+            not self._search([t.grad_fn], call)[0] for t in _kind(holder[4])[1] if t.grad_fn
+        )
+        again = self._ran_again(ev.code, freeing)
+        sub = _carried(call, freeing, holder, roots, ev.clock, ev.trained, new, again)
+        if sub == "before" and holder and _target(call, node, holder[0]):
+            sub = "target"
+        if ev.updated:
+            sub, holder = "ema", (ev.updated[0], "module", ev.updated[1], ev.updated[2], None)
+        if sub == "slices":  # torch stops at the earlier step's in-place write
+            report["node"] = dict(self._at(filename, holder[3], None), name="CopySlices")
+        return sub, holder
 
     def _one_pass(self, code, line, frames, freeing, trained):
         # The node's line ran once, before both calls: are they one pass of what runs it
@@ -1499,229 +1560,101 @@ class _Diagnoser:
             if ", " in name
             else f"tuple(s.detach() for s in {name})"
         )
-        if cause == "same-loss-twice":
-            if again and freeing.kind == "backward":
-                where = (
-                    "LBFGS runs the closure several times a step: build the loss inside the closure"
-                    if closure
-                    else "call backward on it once, before that loop (stepping each optimizer in the loop),"
-                    " or build the loss inside the loop"
-                )
-                runs = "it runs" if closure else "the loop around it runs"
-                return (
-                    f"The loss built at {built} goes back through the call at {raised} each time {runs};"
-                    f" {where}, so that each call goes back once through a graph of its own."
-                )
-            if freeing.kind == "grad":
-                return (
-                    f"Pass retain_graph=True to the torch.autograd.grad call at {first}, so the call at {raised}"
-                    " can go through the same graph again."
-                )
-            if between and between[0] == "summed":
-                total, added = between[1]
-                added = added if re.fullmatch(r"[\w.]+", added) else f"({added})"
-                return (
-                    f"`{total}` adds up losses the call at {first} already went back through once: keep it"
-                    f" without their graphs (`{total} += {added}.detach()`, or `.item()`) and remove the"
-                    f" call at {raised}, which would only add those losses' gradients again."
-                )
-            gate = call is not None and _ifs(call.site) - _ifs(freeing.site)
-            if gate:  # the second call runs only sometimes (a logging helper every k steps)
-                return (
-                    f"Call backward once on this loss: the call at {raised} runs only when the `if` at"
-                    f" {self._show(max(gate)[0])}:{max(gate)[1]} holds, after the call at {first} went back"
-                    f" through it: remove it (the gradients the call at {first} left are there to read)."
-                )
-            return (
-                f"Call backward once on this loss: remove the call at {raised} or the one at {first} (a second "
-                "call would add the same gradients again)."
-            )
-        if cause == "carried-state":
-            if sub == "ema":
-                return (
-                    f"The parameters of {var} are updated in place at {built} with autograd on, so each"
-                    " update adds to a graph that reaches back through the updates before it, which"
-                    f" earlier calls freed, and the call at {raised} goes back into it: make the update"
-                    f" under `with torch.no_grad():` (and use {var} under `torch.no_grad()` too, if"
-                    " nothing should train through it)."
-                )
-            cached = call is not None and _cached_around(call.site)
-            if cached:
-                return (
-                    f"`{cached[2]}` at {self._show(cached[0])}:{cached[1]} keeps the weight a parametrization"
-                    " computed on its first use, with that step's graph, for every step of the loop inside"
-                    f" it, so the call at {raised} goes back into the first step's graph (and the weight"
-                    " no longer follows the optimizer): enter it inside the loop, around one step's"
-                    " forward pass, so that each step computes the weight again."
-                )
-            window = sub in ("rnn", "lstm", "lstm-both") and call and _window(call.site, name)
-            if window:
-                file, start, outer, inner = window[0], *window[1:]
-                at = self._show(file) + ":"
-                return (
-                    f"{var} starts afresh at {at}{start} in each pass of the loop at {at}{outer} and"
-                    f" carries its graph through the loop at {at}{inner}, whose call at {raised} goes"
-                    " back into the passes before it: add up that loop's losses and call backward (and"
-                    f" step) once after it. Detaching {var} after each call also runs, but then each"
-                    f" later loss no longer reaches the pass at {at}{start}."
-                )
-            read = sub == "rnn" and holder and _grad_reads(holder[2], name)
-            if read:
-                kept = f" (in place of `{name}.retain_grad()`)" if "retain_grad" in read else ""
-                return (
-                    f"{var} (built at {built}) is carried into the next step with the graph of its"
-                    f" update, and the loop reads its `.grad`: start each step from a fresh leaf,"
-                    f" `{name} = {name}.detach().requires_grad_()` after that update{kept},"
-                    " or update it in place under `with torch.no_grad():`,"
-                    f" so the call at {raised} goes back through this step only and still fills"
-                    f" `{name}.grad`."
-                )
-            bare = holder and _bare_detach(holder[2], name)
-            written = sub == "slices" and f"{self._show(holder[2])}:{holder[3]}"
-            if sub == "rnn" and bare:
-                return (
-                    f"`{name}.detach()` at {self._show(holder[2])}:{bare} returns a detached copy and changes"
-                    f" nothing: assign it (`{name} = {name}.detach()`), so the call at {raised} goes back"
-                    " through this step only."
-                )
-            gated = (
-                sub in ("rnn", "lstm", "lstm-both") and holder and _gated_detach(holder[2], name)
-            )
-            if gated:
-                detached = f"{name} = " + (pair if sub.startswith("lstm") else f"{name}.detach()")
-                return (
-                    f"{var} is detached at {self._show(holder[2])}:{gated} only when the `if` around it"
-                    f" holds, and the call at {raised} ran in a step where it did not, so it went back into"
-                    " a graph an earlier call had freed. To keep gradients across that window (truncated"
-                    " BPTT over k chunks), add up the losses and call backward (and step) once per window,"
-                    f" just before that detach; otherwise detach it after every call: `{detached}`."
-                )
-            if sub == "bank" and holder[2]:
-                stored = [
-                    n
-                    for n in ast.walk(_parse(holder[2]))
-                    if isinstance(n, ast.Assign) and n.lineno == holder[3]
-                ]
-                text = "".join(linecache.getlines(holder[2]))
-                target = ast.get_source_segment(text, stored[0].targets[0]) if stored else None
-                value = ast.get_source_segment(text, stored[0].value) if stored else None
-                if target and value:
-                    value = value if re.fullmatch(r"[\w.]+", value) else f"({value})"
-                    return (
-                        f"{var} keeps tensors from earlier steps (built at {built}) with their graphs,"
-                        f" written in at {self._show(holder[2])}:{holder[3]}: store detached copies there"
-                        f" (`{target} = {value}.detach()`), so later steps read the values without graphs"
-                        " an earlier call freed."
-                    )
-            return {
-                "total": f"{var} adds each step's graph to the next: add `loss.item()` to it and call backward on this step's loss at {raised}.",
-                "loss": f"{var} keeps the loss of an earlier step (built at {built}) with its graph: keep `loss.item()` (or `loss.detach()`) in it instead, so the call at {raised} goes back through this step only.",
-                "accumulator": f"{var} still holds the loss the call at {first} went through: start a fresh accumulator (`{name} = 0`) before each pass.",
-                "kept": f"{var} keeps tensors from earlier steps (built at {built}) with their graphs: store `x.detach()` in it, or clear it each step.",
-                "clear": f"{var} keeps tensors (built at {built}) whose graphs an earlier call went through: clear it after each update (`{name}.clear()`).",
-                "attr": f"{var} keeps a tensor (built at {built}) whose graph the call at {first} went through: read it as `{name}.detach()` where it is used again, or store a detached copy in it if nothing before that call needs its graph.",
-                "lstm": f"Detach both tensors of {var} after the call at {raised}: `{name} = {pair}`.",
-                "before": f"{var} is built at {built} before the loop from parameters the optimizer trains: compute it inside the loop, in each step before the call at {raised}, so they keep training (or, if it is a target they must not learn from, build it under `with torch.no_grad():`).",
-                "target": f"{var} is built at {built} before the loop from parameters that this step trains again through a forward pass of its own, so it is a target of the update (an advantage, a TD target): take its values, `{name} = {name}.detach()` after it is built (or build it under `with torch.no_grad():`), so that the call at {raised} goes back through this step only.",
-                "frozen": f"{var} (built at {built}) goes back to parameters this loop does not train: use `{name}.detach()` (or build it under `with torch.no_grad():`).",
-                "slices": f"{var} is written in place at {written} and kept across steps, so this step's graph runs back through the earlier steps' writes: start each step from a detached copy (`{name} = {name}.detach()`, before the writes) or a fresh tensor (`torch.zeros_like({name})`).",
-                "rnn": f"Detach {var} (built at {built}) after each step: `{name} = {name}.detach()`, so the call at {raised} goes back through this step only.",
-            }[sub.replace("-both", "").replace("bank", "kept")]
-        if cause == "shared-forward":
-            if sub == "grad":
-                both = call is not None and call.kind == "grad"
-                if both and any(ref() is not None for ref in freeing.results):
-                    return (
-                        f"Pass create_graph=True to both torch.autograd.grad calls, at {first} and {raised}, or take"
-                        " both in one call (`torch.autograd.grad(y, [a, b], create_graph=True)`): a loss uses their results."
-                    )
-                if both:
-                    return (
-                        "Take both gradients in one call (`torch.autograd.grad(y, [a, b])`), or pass"
-                        f" retain_graph=True to the call at {first}."
-                    )
-                if any(ref() is not None for ref in freeing.results):
-                    return (
-                        f"Pass create_graph=True to the torch.autograd.grad call at {first}: the loss at"
-                        f" {raised} uses its result, and create_graph=True keeps the graph and makes that"
-                        " term differentiable."
-                    )
-                return (
-                    f"Pass retain_graph=True to the torch.autograd.grad call at {first}, which otherwise"
-                    f" frees the graph the call at {raised} still needs."
-                )
-            if _grad_of_a_part(call, freeing) and not trained:
-                return (
-                    f"The torch.autograd.grad call at {raised} takes gradients of a part of the loss the"
-                    f" call at {first} already went back through, and nothing steps between them: pass"
-                    f" retain_graph=True to the call at {first}, or take these gradients first (with"
-                    " retain_graph=True) and call backward last."
-                )
-            if call is not None and freeing.number > call.number:  # run from a hook inside it
-                return (
-                    f"The call at {first} runs inside the call at {raised}, from a hook, and frees the graph"
-                    f" that call is still going back through: pass retain_graph=True to the call at {first},"
-                    " or take the hook's gradient with torch.autograd.grad and call backward once on the sum"
-                    " of both losses."
-                )
-            if self.step_hook and self._stepped_since(freeing.number) and not trained:
-                between = f"two runs of {raised}" if again else f"the calls at {first} and {raised}"
-                return (
-                    f"An optimizer that does not train the forward pass at {built} stepped between {between}"
-                    " (a GAN's discriminator or critic step): give that step the pass's output detached"
-                    " (fake.detach())."
-                )
-            if between and between[0] == "again" and not again:
-                return (
-                    f"An optimizer stepped between the calls at {first} and {raised} and changed parameters"
-                    f" of the forward pass at {built}, which the second loss trains too: after the step, compute"
-                    f" {var} again, and the second loss from it, before the call at {raised}, so that call"
-                    " goes back through a pass of its own, built from the weights as they are now (retain_graph=True on the first call runs"
-                    " only while that pass saved none of the parameters the step changed)."
-                )
-            if between and between[0] == "one":
-                return (
-                    f"One optimizer trains what both losses reach, and it stepped between the calls at"
-                    f" {first} and {raised}, changing parameters of the forward pass at {built} that both go"
-                    " back through: add the losses and call backward once, then step once; to keep two"
-                    f" updates, compute {var} again after the step, for the second loss (with"
-                    " retain_graph=True on the first call, the second would find those parameters changed"
-                    " in place instead)."
-                )
-            if between and between[0] == "detach":
-                used, where = between[1][0], f"{self._show(between[1][1])}:{between[1][2]}"
-                return (
-                    f"The loss built at {where} reaches, through `{used}`, parameters of the forward pass at"
-                    f" {built} that only the optimizer stepped after the call at {first} trains. If that"
-                    " loss should not train through them (an actor's loss through the critic's value), use"
-                    f" `{used}.detach()` there and, as both losses may still share layers before it, add"
-                    " them and call backward once, then step each optimizer. If it should (a generator's"
-                    f" loss through the discriminator), compute `{used}` again after that step, and give the"
-                    " first loss its input detached (fake.detach()) where it should not reach the pass"
-                    " before."
-                )
-            if again:
-                # Not if a step between changed what the pass saved: that is the in-place error.
-                keep = (
-                    ""
-                    if retained or trained
-                    else ", or pass retain_graph=True to every call but the last"
-                )
-                return (
-                    f"The call at {raised} runs more than once through the forward pass at {built}, which ran"
-                    f" once: add the losses and call backward once{keep}."
-                )
-            keep = "" if retained or trained else ", or pass retain_graph=True to the first call"
-            return (
-                f"The calls at {first} and {raised} both go back through the forward pass at {built}: add the "
-                f"losses and call backward once{keep}; if the first loss should not reach that pass (a GAN's "
-                "discriminator step), detach its input there (fake.detach())."
-            )
-        return (
-            f"Read the saved tensors before the call at {first} frees them, or keep the tensors you "
-            "need in your own variables; pass retain_graph=True to that call only if you must "
-            "read them after it."
+        words = dict(raised=raised, first=first, again=again, built=built, name=name, var=var)
+        words.update(pair=pair, closure=closure, sub=sub, freeing=freeing, holder=holder)
+        words.update(retained=retained, call=call, trained=trained, between=between)
+        words.update(show=self._show, step_hook=self.step_hook, stepped_since=self._stepped_since)
+        return _SAY.get(cause, _say_saved)(types.SimpleNamespace(**words))
+
+    def _facts(self, cause, sub, holder, between, call, freeing, filename, line, node, frames):
+        """What the fix candidates read: real files and lines, and the holder found."""
+        rsite = [(c.co_filename, n) for c, n in call.site] if call else []
+        fsite = [(c.co_filename, n) for c, n in freeing.site]
+        if rsite[1:] and fsite[1:] and rsite[0] == fsite[0] and rsite[1] != fsite[1]:
+            rsite, fsite = rsite[1:], fsite[1:]  # a helper's two callers
+        name = holder[0] if holder else None
+        hfile = (holder[2] if holder else None) or filename or (rsite or fsite)[0][0]
+        special = bool(call and _cached_around(call.site))
+        if sub in ("rnn", "lstm", "lstm-both") and call and name:
+            special = special or bool(_window(call.site, name))
+        summed = between[1] if between and between[0] == "summed" else None
+        return dict(
+            cause=cause,
+            sub=sub or "",
+            name=name,
+            kind=holder[1] if holder else None,
+            hfile=hfile,
+            hline=holder[3] if holder and holder[1] in ("bank", "slices") else None,
+            nfile=filename,
+            nline=line,
+            rsite=rsite or fsite,
+            rfile=(rsite or fsite)[0][0],
+            rline=(rsite or fsite)[0][1],
+            ffile=fsite[0][0],
+            fline=fsite[0][1],
+            again=rsite[:1] == fsite[:1],
+            free_kind=freeing.kind,
+            grads=freeing.kind == "grad" and any(r() is not None for r in freeing.results),
+            between=between,
+            summed=summed,
+            summed_nodes=_accumulations(rsite or fsite, summed[0]) if summed else [],
+            reads_grad=bool(name and (_grad_reads(hfile, name) or _grad_of(hfile, name))),
+            bare=name and sub == "rnn" and _bare_detach(hfile, name),
+            special=special,
+            stepped=bool(self.step_hook) and self._stepped_since(freeing.number),
+            optimizers=bool(self.steps) or bool(self._optimizers()),
+            closest=self._closest(node, frames) if cause == "shared-forward" else None,
+            deep=self._deep(node, frames) if cause == "carried-state" else [],
+            root=next((n for n, _, _ in self._root_names(call, frames)), None) if call else None,
         )
+
+    def _deep(self, node, frames, limit=3000):
+        """Paths, from names the reader's frames hold, of tensors kept on objects (attributes
+        of modules and objects, items of their lists and dicts, a few levels down) whose graph
+        reaches the node: `model.attn.cache_k`, `model.style_loss_1.target`."""
+        found, seen, level = [], set(), []
+        for frame in frames:
+            for scope in (frame.f_locals, frame.f_globals):
+                for name, value in list(scope.items()):
+                    if not isinstance(value, (type, types.ModuleType, types.FunctionType)):
+                        level.append((name, value))
+        for _ in range(4):
+            deeper = []
+            for path, value in level:
+                if id(value) in seen or len(seen) > limit:
+                    continue
+                seen.add(id(value))
+                if isinstance(value, torch.Tensor):
+                    grad_fn = value.grad_fn
+                    if (
+                        "." in path
+                        and grad_fn is not None
+                        and _depth(grad_fn, node, 200) is not None
+                    ):
+                        found.append(path)
+                    continue
+                deeper += _members(path, value)
+            level = deeper
+        return found
+
+    def _closest(self, node, frames):
+        """The name in the reader's frames whose tensor's graph reaches the node soonest."""
+        best = None
+        for order, frame in enumerate(frames):
+            for name, value in frame.f_locals.items():
+                grad_fn = value.grad_fn if isinstance(value, torch.Tensor) else None
+                depth = _depth(grad_fn, node, 64) if grad_fn is not None else None
+                if depth is not None and (best is None or (depth, order) < best[:2]):
+                    best = (depth, order, name)
+        return best[2] if best else None
+
+    def _shown_fixes(self, fixes):
+        """The candidates with each file named as the reader gave it, and their diffs."""
+        for fix in fixes:
+            fix["diff"] = _diff(fix["edits"], self._show)
+            for edit in fix["edits"]:
+                edit["file"] = self._show(edit["file"])
+        return fixes
 
     def _show(self, filename):
         if self.script is not None and filename == self.script:
@@ -1748,8 +1681,274 @@ class _Diagnoser:
             return self.report
         keys = ("error", "cause", "raised", "freed_by", "node", "fix", "checker")
         return dict(
-            dict.fromkeys(keys), torch=torch.__version__, lines=[], double_traversals=self.doubles
+            dict.fromkeys(keys),
+            torch=torch.__version__,
+            lines=[],
+            double_traversals=self.doubles,
+            fixes=[],
         )
+
+
+def _say_twice(w):
+    """The sentence for the same loss gone back through twice."""
+    raised, first, again, built, closure = w.raised, w.first, w.again, w.built, w.closure
+    freeing, call, between, show = w.freeing, w.call, w.between, w.show
+    if again and freeing.kind == "backward":
+        where = (
+            "LBFGS runs the closure several times a step: build the loss inside the closure"
+            if closure
+            else "call backward on it once, before that loop (stepping each optimizer in the loop),"
+            " or build the loss inside the loop"
+        )
+        runs = "it runs" if closure else "the loop around it runs"
+        return (
+            f"The loss built at {built} goes back through the call at {raised} each time {runs};"
+            f" {where}, so that each call goes back once through a graph of its own."
+        )
+    if freeing.kind == "grad":
+        return (
+            f"Pass retain_graph=True to the torch.autograd.grad call at {first}, so the call at {raised}"
+            " can go through the same graph again."
+        )
+    if between and between[0] == "summed":
+        total, added = between[1]
+        added = added if re.fullmatch(r"[\w.]+", added) else f"({added})"
+        return (
+            f"`{total}` adds up losses the call at {first} already went back through once: keep it"
+            f" without their graphs (`{total} += {added}.detach()`, or `.item()`) and remove the"
+            f" call at {raised}, which would only add those losses' gradients again."
+        )
+    gate = call is not None and _ifs(call.site) - _ifs(freeing.site)
+    if gate:  # the second call runs only sometimes (a logging helper every k steps)
+        return (
+            f"Call backward once on this loss: the call at {raised} runs only when the `if` at"
+            f" {show(max(gate)[0])}:{max(gate)[1]} holds, after the call at {first} went back"
+            f" through it: remove it (the gradients the call at {first} left are there to read)."
+        )
+    return (
+        f"Call backward once on this loss: remove the call at {raised} or the one at {first} (a second "
+        "call would add the same gradients again)."
+    )
+
+
+def _say_carried_special(w):
+    """The sentence for a carried state that a pattern around it explains, or None."""
+    raised, built, name, var, pair, sub = w.raised, w.built, w.name, w.var, w.pair, w.sub
+    holder, call, show = w.holder, w.call, w.show
+    if sub == "ema":
+        return (
+            f"The parameters of {var} are updated in place at {built} with autograd on, so each"
+            " update adds to a graph that reaches back through the updates before it, which"
+            f" earlier calls freed, and the call at {raised} goes back into it: make the update"
+            f" under `with torch.no_grad():` (and use {var} under `torch.no_grad()` too, if"
+            " nothing should train through it)."
+        )
+    cached = call is not None and _cached_around(call.site)
+    if cached:
+        return (
+            f"`{cached[2]}` at {show(cached[0])}:{cached[1]} keeps the weight a parametrization"
+            " computed on its first use, with that step's graph, for every step of the loop inside"
+            f" it, so the call at {raised} goes back into the first step's graph (and the weight"
+            " no longer follows the optimizer): enter it inside the loop, around one step's"
+            " forward pass, so that each step computes the weight again."
+        )
+    window = sub in ("rnn", "lstm", "lstm-both") and call and _window(call.site, name)
+    if window:
+        file, start, outer, inner = window[0], *window[1:]
+        at = show(file) + ":"
+        return (
+            f"{var} starts afresh at {at}{start} in each pass of the loop at {at}{outer} and"
+            f" carries its graph through the loop at {at}{inner}, whose call at {raised} goes"
+            " back into the passes before it: add up that loop's losses and call backward (and"
+            f" step) once after it. Detaching {var} after each call also runs, but then each"
+            f" later loss no longer reaches the pass at {at}{start}."
+        )
+    read = sub == "rnn" and holder and _grad_reads(holder[2], name)
+    if read:
+        kept = f" (in place of `{name}.retain_grad()`)" if "retain_grad" in read else ""
+        return (
+            f"{var} (built at {built}) is carried into the next step with the graph of its"
+            f" update, and the loop reads its `.grad`: start each step from a fresh leaf,"
+            f" `{name} = {name}.detach().requires_grad_()` after that update{kept},"
+            " or update it in place under `with torch.no_grad():`,"
+            f" so the call at {raised} goes back through this step only and still fills"
+            f" `{name}.grad`."
+        )
+    bare = holder and _bare_detach(holder[2], name)
+    if sub == "rnn" and bare:
+        return (
+            f"`{name}.detach()` at {show(holder[2])}:{bare} returns a detached copy and changes"
+            f" nothing: assign it (`{name} = {name}.detach()`), so the call at {raised} goes back"
+            " through this step only."
+        )
+    gated = sub in ("rnn", "lstm", "lstm-both") and holder and _gated_detach(holder[2], name)
+    if gated:
+        detached = f"{name} = " + (pair if sub.startswith("lstm") else f"{name}.detach()")
+        return (
+            f"{var} is detached at {show(holder[2])}:{gated} only when the `if` around it"
+            f" holds, and the call at {raised} ran in a step where it did not, so it went back into"
+            " a graph an earlier call had freed. To keep gradients across that window (truncated"
+            " BPTT over k chunks), add up the losses and call backward (and step) once per window,"
+            f" just before that detach; otherwise detach it after every call: `{detached}`."
+        )
+    if sub == "bank" and holder[2]:
+        stored = [
+            n
+            for n in ast.walk(_parse(holder[2]))
+            if isinstance(n, ast.Assign) and n.lineno == holder[3]
+        ]
+        text = "".join(linecache.getlines(holder[2]))
+        target = ast.get_source_segment(text, stored[0].targets[0]) if stored else None
+        value = ast.get_source_segment(text, stored[0].value) if stored else None
+        if target and value:
+            value = value if re.fullmatch(r"[\w.]+", value) else f"({value})"
+            return (
+                f"{var} keeps tensors from earlier steps (built at {built}) with their graphs,"
+                f" written in at {show(holder[2])}:{holder[3]}: store detached copies there"
+                f" (`{target} = {value}.detach()`), so later steps read the values without graphs"
+                " an earlier call freed."
+            )
+    return None
+
+
+def _say_carried(w):
+    """The sentence for state carried into the next step."""
+    raised, first, built, name, var, pair = w.raised, w.first, w.built, w.name, w.var, w.pair
+    sub = w.sub
+    special = _say_carried_special(w)
+    if special is not None:
+        return special
+    written = w.sub == "slices" and f"{w.show(w.holder[2])}:{w.holder[3]}"
+    return {
+        "total": f"{var} adds each step's graph to the next: add `loss.item()` to it and call backward on this step's loss at {raised}.",
+        "loss": f"{var} keeps the loss of an earlier step (built at {built}) with its graph: keep `loss.item()` (or `loss.detach()`) in it instead, so the call at {raised} goes back through this step only.",
+        "accumulator": f"{var} still holds the loss the call at {first} went through: start a fresh accumulator (`{name} = 0`) before each pass.",
+        "kept": f"{var} keeps tensors from earlier steps (built at {built}) with their graphs: store `x.detach()` in it, or clear it each step.",
+        "clear": f"{var} keeps tensors (built at {built}) whose graphs an earlier call went through: clear it after each update (`{name}.clear()`).",
+        "attr": f"{var} keeps a tensor (built at {built}) whose graph the call at {first} went through: read it as `{name}.detach()` where it is used again, or store a detached copy in it if nothing before that call needs its graph.",
+        "lstm": f"Detach both tensors of {var} after the call at {raised}: `{name} = {pair}`.",
+        "before": f"{var} is built at {built} before the loop from parameters the optimizer trains: compute it inside the loop, in each step before the call at {raised}, so they keep training (or, if it is a target they must not learn from, build it under `with torch.no_grad():`).",
+        "target": f"{var} is built at {built} before the loop from parameters that this step trains again through a forward pass of its own, so it is a target of the update (an advantage, a TD target): take its values, `{name} = {name}.detach()` after it is built (or build it under `with torch.no_grad():`), so that the call at {raised} goes back through this step only.",
+        "frozen": f"{var} (built at {built}) goes back to parameters this loop does not train: use `{name}.detach()` (or build it under `with torch.no_grad():`).",
+        "slices": f"{var} is written in place at {written} and kept across steps, so this step's graph runs back through the earlier steps' writes: start each step from a detached copy (`{name} = {name}.detach()`, before the writes) or a fresh tensor (`torch.zeros_like({name})`).",
+        "rnn": f"Detach {var} (built at {built}) after each step: `{name} = {name}.detach()`, so the call at {raised} goes back through this step only.",
+    }[sub.replace("-both", "").replace("bank", "kept")]
+
+
+def _say_grad(w):
+    """The sentence for two torch.autograd.grad calls, or one and a backward, on one pass."""
+    raised, first, freeing, call = w.raised, w.first, w.freeing, w.call
+    both = call is not None and call.kind == "grad"
+    if both and any(ref() is not None for ref in freeing.results):
+        return (
+            f"Pass create_graph=True to both torch.autograd.grad calls, at {first} and {raised}, or take"
+            " both in one call (`torch.autograd.grad(y, [a, b], create_graph=True)`): a loss uses their results."
+        )
+    if both:
+        return (
+            "Take both gradients in one call (`torch.autograd.grad(y, [a, b])`), or pass"
+            f" retain_graph=True to the call at {first}."
+        )
+    if any(ref() is not None for ref in freeing.results):
+        return (
+            f"Pass create_graph=True to the torch.autograd.grad call at {first}: the loss at"
+            f" {raised} uses its result, and create_graph=True keeps the graph and makes that"
+            " term differentiable."
+        )
+    return (
+        f"Pass retain_graph=True to the torch.autograd.grad call at {first}, which otherwise"
+        f" frees the graph the call at {raised} still needs."
+    )
+
+
+def _say_shared(w):
+    """The sentence for two losses on one forward pass."""
+    raised, first, again, built, var = w.raised, w.first, w.again, w.built, w.var
+    freeing, retained, call, trained = w.freeing, w.retained, w.call, w.trained
+    between, show = w.between, w.show
+    if w.sub == "grad":
+        return _say_grad(w)
+    if _grad_of_a_part(call, freeing) and not trained:
+        return (
+            f"The torch.autograd.grad call at {raised} takes gradients of a part of the loss the"
+            f" call at {first} already went back through, and nothing steps between them: pass"
+            f" retain_graph=True to the call at {first}, or take these gradients first (with"
+            " retain_graph=True) and call backward last."
+        )
+    if call is not None and freeing.number > call.number:  # run from a hook inside it
+        return (
+            f"The call at {first} runs inside the call at {raised}, from a hook, and frees the graph"
+            f" that call is still going back through: pass retain_graph=True to the call at {first},"
+            " or take the hook's gradient with torch.autograd.grad and call backward once on the sum"
+            " of both losses."
+        )
+    if w.step_hook and w.stepped_since(freeing.number) and not trained:
+        between = f"two runs of {raised}" if again else f"the calls at {first} and {raised}"
+        return (
+            f"An optimizer that does not train the forward pass at {built} stepped between {between}"
+            " (a GAN's discriminator or critic step): give that step the pass's output detached"
+            " (fake.detach())."
+        )
+    if between and between[0] == "again" and not again:
+        return (
+            f"An optimizer stepped between the calls at {first} and {raised} and changed parameters"
+            f" of the forward pass at {built}, which the second loss trains too: after the step, compute"
+            f" {var} again, and the second loss from it, before the call at {raised}, so that call"
+            " goes back through a pass of its own, built from the weights as they are now (retain_graph=True on the first call runs"
+            " only while that pass saved none of the parameters the step changed)."
+        )
+    if between and between[0] == "one":
+        return (
+            f"One optimizer trains what both losses reach, and it stepped between the calls at"
+            f" {first} and {raised}, changing parameters of the forward pass at {built} that both go"
+            " back through: add the losses and call backward once, then step once; to keep two"
+            f" updates, compute {var} again after the step, for the second loss (with"
+            " retain_graph=True on the first call, the second would find those parameters changed"
+            " in place instead)."
+        )
+    if between and between[0] == "detach":
+        used, where = between[1][0], f"{show(between[1][1])}:{between[1][2]}"
+        return (
+            f"The loss built at {where} reaches, through `{used}`, parameters of the forward pass at"
+            f" {built} that only the optimizer stepped after the call at {first} trains. If that"
+            " loss should not train through them (an actor's loss through the critic's value), use"
+            f" `{used}.detach()` there and, as both losses may still share layers before it, add"
+            " them and call backward once, then step each optimizer. If it should (a generator's"
+            f" loss through the discriminator), compute `{used}` again after that step, and give the"
+            " first loss its input detached (fake.detach()) where it should not reach the pass"
+            " before."
+        )
+    if again:
+        # Not if a step between changed what the pass saved: that is the in-place error.
+        keep = (
+            "" if retained or trained else ", or pass retain_graph=True to every call but the last"
+        )
+        return (
+            f"The call at {raised} runs more than once through the forward pass at {built}, which ran"
+            f" once: add the losses and call backward once{keep}."
+        )
+    keep = "" if retained or trained else ", or pass retain_graph=True to the first call"
+    return (
+        f"The calls at {first} and {raised} both go back through the forward pass at {built}: add the "
+        f"losses and call backward once{keep}; if the first loss should not reach that pass (a GAN's "
+        "discriminator step), detach its input there (fake.detach())."
+    )
+
+
+def _say_saved(w):
+    """The sentence for a saved tensor read after the call that freed it."""
+    return (
+        f"Read the saved tensors before the call at {w.first} frees them, or keep the tensors you "
+        "need in your own variables; pass retain_graph=True to that call only if you must "
+        "read them after it."
+    )
+
+
+_SAY = {
+    "same-loss-twice": _say_twice,
+    "carried-state": _say_carried,
+    "shared-forward": _say_shared,
+}
 
 
 _PACK = _Diagnoser._pack.__code__
@@ -1841,6 +2040,17 @@ def _grad_reads(filename, name):
     # no longer require grad, and its .grad would stay None.
     text = "".join(linecache.getlines(filename)) if filename else ""
     return set(re.findall(rf"(?<![\w.]){re.escape(name)}\.(grad\b|retain_grad(?=\())", text))
+
+
+def _grad_of(filename, name):
+    # Whether a torch.autograd.grad call takes gradients with respect to `name` (an unrolled
+    # optimizer's weights): a state detached for the next step must require grad again.
+    for n in ast.walk(_parse(filename)):
+        func = getattr(n, "func", None)
+        grad = isinstance(n, ast.Call) and getattr(func, "attr", None) == "grad" and n.args[1:]
+        if grad and name in {x for x, _ in _names(n.args[1], ast.Load)}:
+            return True
+    return False
 
 
 def _target(call, node, name):
@@ -1959,6 +2169,892 @@ def _cell(filename):
     return f"In [{number}]" if number is not None else None
 
 
+# Fixes as edits ---------------------------------------------------------------------------
+# A fix is data: edits of the reader's files (first and last line replaced by new text; an
+# insertion has last = first - 1), an applicability ("machine": the edit alone is the fix;
+# "manual": it needs the reader's choice), one sentence of why, and how a try went. Each kind
+# of edit below is one small function of the run's facts; the sentence is written from it.
+
+
+class _Facts(types.SimpleNamespace):
+    """What the run saw, as the fix candidates read it."""
+
+
+def _stmt(filename, line):
+    """The innermost statement around the line, and the block that holds it."""
+    found = [
+        (n.end_lineno - n.lineno, n, block)
+        for parent in ast.walk(_parse(filename))
+        for field in ("body", "orelse", "finalbody")
+        for block in [getattr(parent, field, None)]
+        if isinstance(block, list)
+        for n in block
+        if isinstance(n, ast.stmt) and n.lineno <= line <= n.end_lineno
+    ]
+    if not found:
+        return None, None
+    _, n, block = min(found, key=lambda item: item[0])
+    return n, block
+
+
+def _indent(filename, line):
+    raw = linecache.getline(filename, line)
+    return raw[: len(raw) - len(raw.lstrip())]
+
+
+def _edit(filename, start, end, new):
+    return {"file": filename, "start": start, "end": end, "new": new}
+
+
+def _insert_after(filename, line, text):
+    n, _ = _stmt(filename, line)
+    if n is None:
+        return None
+    pad = _indent(filename, n.lineno)
+    return _edit(filename, n.end_lineno + 1, n.end_lineno, "".join(pad + t + "\n" for t in text))
+
+
+def _insert_before(filename, line, text):
+    n, _ = _stmt(filename, line)
+    if n is None:
+        return None
+    pad = _indent(filename, n.lineno)
+    return _edit(filename, n.lineno, n.lineno - 1, "".join(pad + t + "\n" for t in text))
+
+
+def _delete(filename, line):
+    n, block = _stmt(filename, line)
+    if n is None:
+        return None
+    new = _indent(filename, n.lineno) + "pass\n" if len(block) == 1 else ""
+    return _edit(filename, n.lineno, n.end_lineno, new)
+
+
+def _splice(filename, node, text):
+    # Replace one expression's source by text, keeping the rest of its lines.
+    lines = linecache.getlines(filename)[node.lineno - 1 : node.end_lineno]
+    head = "".join(lines[:-1]).encode()
+    block = "".join(lines).encode()
+    start, end = node.col_offset, len(head) + node.end_col_offset
+    new = block[:start] + text.encode() + block[end:]
+    return _edit(filename, node.lineno, node.end_lineno, new.decode())
+
+
+def _detached(filename, node, method="detach()"):
+    if isinstance(node, ast.Tuple) and node.elts:  # each item of a stored tuple
+        source = "".join(linecache.getlines(filename))
+        items = []
+        for e in node.elts:
+            text = ast.get_source_segment(source, e) or ""
+            items.append(text if _constant(e) else _with(text, e, method))
+        return _splice(filename, node, "(" + ", ".join(items) + ")")
+    text = ast.get_source_segment("".join(linecache.getlines(filename)), node) or ""
+    return _splice(filename, node, _with(text, node, method))
+
+
+def _with(text, node, method):
+    simple = isinstance(node, (ast.Name, ast.Attribute, ast.Subscript, ast.Call))
+    return (text if simple else f"({text})") + "." + method
+
+
+def _keyword(filename, line, name, value="True", call=None):
+    # `name=value` on the backward or autograd.grad call at the line (or on `call`).
+    for n in [call] if call is not None else ast.walk(_parse(filename)):
+        func = getattr(n, "func", None)
+        called = getattr(func, "attr", None) or getattr(func, "id", None)
+        if not isinstance(n, ast.Call) or n.lineno > line or n.end_lineno < line:
+            continue
+        if call is None and called not in ("backward", "grad"):
+            continue
+        for k in n.keywords:
+            if k.arg == name:
+                return _splice(filename, k.value, value)
+        source = "".join(linecache.getlines(filename))
+        text = ast.get_source_segment(source, n)
+        inner = text[text.index("(", len(ast.get_source_segment(source, func))) + 1 : -1]
+        joined = f"{inner.rstrip()}, {name}={value}" if inner.strip() else f"{name}={value}"
+        return _splice(filename, n, text[: len(text) - len(inner) - 1] + joined + ")")
+    return None
+
+
+def _accumulations(site, total):
+    """(file, node) of what each `total += x` (or `total = total + x`) in the site's files adds."""
+    found = []
+    for filename in dict.fromkeys(file for file, _ in site):
+        for n in ast.walk(_parse(filename)):
+            if isinstance(n, ast.AugAssign) and _dotted(n.target) == total:
+                found.append((filename, n.value))
+            elif (
+                isinstance(n, ast.Assign)
+                and [_dotted(t) for t in n.targets] == [total]
+                and isinstance(n.value, ast.BinOp)
+                and _dotted(n.value.left) == total
+            ):
+                found.append((filename, n.value.right))
+    return found
+
+
+def _diff(edits, show):
+    """The edits as a unified diff of the changed lines with a line of context."""
+    import difflib
+
+    out = []
+    try:
+        texts = _edited_sources(edits, linecache.getlines)
+    except (OSError, ValueError):
+        return ""
+    for path, text in texts.items():
+        old = linecache.getlines(path)
+        name = show(path)
+        out += difflib.unified_diff(old, text.splitlines(True), name, name, n=1)
+    return "".join(line if line.endswith("\n") else line + "\n" for line in out)
+
+
+def _fix_of(edits, applicability, why):
+    edits = [e for e in edits if e is not None]
+    if applicability == "machine" and not edits:
+        return None
+    return {
+        "edits": edits,
+        "applicability": applicability,
+        "why": why,
+        "tried": {"outcome": "not tried"},
+    }
+
+
+def _assignments(filename, name):
+    # Assignments whose target is `name` (a name or dotted attribute; `self.x` matches `m.x`).
+    found = []
+    for n in ast.walk(_parse(filename)):
+        if isinstance(n, ast.Assign) and len(n.targets) == 1:
+            shown = _dotted(n.targets[0])
+            if shown and _alike(shown, name):
+                found.append(n)
+    return sorted(found, key=lambda n: n.lineno)
+
+
+def _members(path, value):
+    # What an object keeps: its attributes (a module's submodules and buffers among them).
+    if isinstance(value, (list, tuple)):
+        return [(f"{path}[{i}]", v) for i, v in enumerate(value[:32])]
+    if isinstance(value, dict):
+        keys = [k for k in list(value)[:32] if isinstance(k, (str, int))]
+        return [(f"{path}[{k!r}]", value[k]) for k in keys]
+    attrs = getattr(value, "__dict__", None)
+    if not isinstance(attrs, dict) or isinstance(value, (type, types.ModuleType, _Node)):
+        return []
+    found = [(f"{path}.{k}", v) for k, v in list(attrs.items()) if not k.startswith("_")]
+    if isinstance(value, torch.nn.Module):
+        found += [(f"{path}.{k}", v) for k, v in value._modules.items()]
+        found += [(f"{path}.{k}", v) for k, v in value._buffers.items() if v is not None]
+    return found
+
+
+def _fix_deep(f):
+    """A tensor kept on an object, found there: store it detached, or detach it after the step."""
+    found = []
+    for path in f.deep[:3]:
+        attr = re.match(r"[\w.]*\.(\w+)$", path)
+        if attr is None:
+            continue
+        stores = [
+            (file, n)
+            for file in dict.fromkeys([f.nfile or f.rfile, *(x for x, _ in f.rsite)])
+            for n in _assignments(file, "self." + attr.group(1))
+            if not _fresh(n.value)
+        ]
+        why = f"Store `{path}` detached where it is written, if it is a past value read as data."
+        found.append(_fix_of([_detached(file, n.value) for file, n in stores], "machine", why))
+        why = f"Detach `{path}` once a step's backward is done, so the next step starts from its value."
+        found.append(_fix_of(_after_raise(f, [f"{path} = {path}.detach()"]), "machine", why))
+    if len(_deep_paths(f)) > 1:  # a pair kept together (a KV cache's keys and values)
+        paths = _deep_paths(f)[:4]
+        lines = [", ".join(paths) + " = " + ", ".join(p + ".detach()" for p in paths)]
+        why = f"Detach {', '.join(f'`{p}`' for p in paths)} once a step's backward is done."
+        found.insert(0, _fix_of(_after_raise(f, lines), "machine", why))
+    return found
+
+
+def _alike(one, other):
+    # One holder, named from outside its class (`model.h`, `model.attn.h`) or inside (`self.h`).
+    if one.startswith("self.") and "." not in one[5:]:
+        one, other = other, one
+    if other.startswith("self.") and "." not in other[5:]:
+        return one == other or one.endswith("." + other[5:])
+    return one == other
+
+
+def _appends(filename, name):
+    for n in ast.walk(_parse(filename)):
+        func = getattr(n, "func", None)
+        if isinstance(n, ast.Call) and getattr(func, "attr", None) in ("append", "appendleft"):
+            shown = _dotted(func.value)
+            if shown and _alike(shown, name) and len(n.args) == 1:
+                yield n
+
+
+def _state_lines(f):
+    names = f.name.split(", ")
+    if len(names) == 1 and (f.kind in ("tuple", "pair") or f.sub.startswith("lstm")):
+        return [f"{f.name} = tuple(s.detach() for s in {f.name})"]
+    return [", ".join(names) + " = " + ", ".join(n + ".detach()" for n in names)]
+
+
+def _after_raise(f, lines):
+    # After the raising call, in the frame of the state's own file where there is one; `self.x`
+    # there is the path the frames reach it by (`model.attn.x`).
+    sites = [s for s in f.rsite if s[0] == f.hfile] or f.rsite[:1]
+    for path in _deep_paths(f):
+        attr = path.rsplit(".", 1)[-1]
+        lines = [re.sub(rf"\bself\.{attr}\b", path, t) for t in lines]
+    return [_insert_after(file, line, lines) for file, line in sites[-1:]]
+
+
+def _deep_paths(f):
+    # The kept tensors found, and the holder's `self.x` on the object that keeps them.
+    paths = list(f.deep)
+    if f.name and f.name.startswith("self.") and "." not in f.name[5:] and paths:
+        owner = paths[0].rsplit(".", 1)[0]
+        if "." in paths[0] and not any(p.endswith("." + f.name[5:]) for p in paths):
+            paths.insert(0, owner + "." + f.name[5:])
+    return paths
+
+
+def _after_update(f, lines):
+    # After the forward line, where it writes the state again (`h = cell(x, h)`).
+    n, _ = _stmt(f.nfile, f.nline) if f.nfile and f.nline else (None, None)
+    names = set(f.name.split(", "))
+    written = {x for t in getattr(n, "targets", ()) for x, _ in _names(t, ast.Store)}
+    return [_insert_after(f.nfile, f.nline, lines) if names <= written else None]
+
+
+def _before_forward(f, lines):
+    if not f.nfile or not f.nline:
+        return [None]
+    first = f.name.split(", ")[0]
+    guarded = [f"if {first} is not None:"] + ["    " + t for t in lines]
+    return [_insert_before(f.nfile, f.nline, guarded)]
+
+
+def _fix_state(f):
+    """An RNN-like state carried into the next step: detach it once a step is done."""
+    found = []
+    if f.bare:
+        n, _ = _stmt(f.hfile, f.bare)
+        found.append(
+            _fix_of(
+                [_splice(f.hfile, n, f"{f.name} = {f.name}.detach()")],
+                "machine",
+                f"`{f.name}.detach()` returns a copy and changes nothing: assign it.",
+            )
+        )
+    lines = _state_lines(f)
+    if f.reads_grad:
+        fresh = [f"{f.name} = {f.name}.detach().requires_grad_()"]
+        why = f"Start each step from a fresh leaf `{f.name}`, whose `.grad` is still filled."
+        found.append(_fix_of(_after_update(f, fresh), "machine", why))
+        found.append(_fix_of(_after_raise(f, fresh), "machine", why))
+    why = (
+        f"Detach `{f.name}` after each step's backward, if no gradient should flow across steps"
+        " (truncated BPTT)."
+    )
+    found.append(_fix_of(_after_raise(f, lines), "machine", why))
+    if f.nfile == f.rfile and f.nline and f.nline > f.rline:  # updated after the backward
+        found.append(_fix_of(_after_update(f, lines), "machine", why))
+    if f.name.startswith("self.") or f.nfile != f.rfile:  # out of the loop's reach
+        why = f"Detach `{f.name}` where the next forward pass reads it, if no gradient should flow across steps."
+        found.append(_fix_of(_before_forward(f, lines), "machine", why))
+    return found
+
+
+def _fix_kept(f):
+    """A list or bank of old outputs: store them detached."""
+    edits = [_detached(f.hfile, n.args[0]) for n in _appends(f.hfile, f.name)] if f.hfile else []
+    if f.sub == "bank" and f.hline:
+        n, _ = _stmt(f.hfile, f.hline)
+        edits += [_detached(f.hfile, n.value)] if isinstance(n, ast.Assign) else []
+    why = (
+        f"Store detached values in `{f.name}`, so later steps read them without graphs an "
+        "earlier call freed (if nothing should train through the stored values)."
+    )
+    return [_fix_of(edits, "machine", why)]
+
+
+def _fix_clear(f):
+    lines = [f"{f.name}.clear()"]
+    return [
+        _fix_of(
+            _after_raise(f, lines),
+            "machine",
+            f"Empty `{f.name}` once its losses were gone back through, so the next step starts a list of its own.",
+        )
+    ]
+
+
+def _fix_attr(f):
+    """A tensor kept on an object: detach it where it is stored, or compute it again."""
+    stores = _assignments(f.hfile, f.name) if f.hfile else []
+    edits = [_detached(f.hfile, n.value) for n in stores if not _fresh(n.value)]
+    return [
+        _fix_of(
+            edits, "machine", f"Store `{f.name}` detached, if it is a past value read as data."
+        ),
+        _fix_of(
+            [],
+            "manual",
+            f"If `{f.name}` comes from weights that train, compute it again in each forward pass instead of keeping it.",
+        ),
+    ]
+
+
+def _fix_built_before(f):
+    """A tensor built before the loop: compute it in each step, or take its values."""
+    sites = [site for site in f.rsite if site[0] == f.hfile and _loops(*site)]
+    if not f.name or "." in f.name or not sites:
+        return []
+    body = _loop_body(*sites[-1])
+    inner = max(_loops(*sites[-1]))[0]
+    made = [n for n in _assignments(f.hfile, f.name) if n.lineno < inner]
+    if not made or body is None:
+        return []
+    n, name = made[-1], f.name
+    why = (
+        f"Take `{name}`'s values once (`{name}.detach()`): right if it is a target, or if the"
+        " weights it comes from should not learn from this loss."
+    )
+    detach = _fix_of(
+        [_insert_after(f.hfile, n.end_lineno, [f"{name} = {name}.detach()"])], "machine", why
+    )
+    why = f"Compute `{name}` again in each step, so the weights it comes from keep training through it."
+    again = _fix_of([_copied(f.hfile, [n], body.lineno)], "machine", why)
+    return [detach, again] if f.sub in ("frozen", "target") else [again, detach]
+
+
+def _copied(filename, statements, line):
+    """An edit that runs these statements again just before the line, at its indentation."""
+    lines = linecache.getlines(filename)
+    pad, text = _indent(filename, line), ""
+    for n in statements:
+        old = _indent(filename, n.lineno)
+        block = lines[n.lineno - 1 : n.end_lineno]
+        text += "".join(pad + t[len(old) :] if t.strip() else t for t in block)
+    return _edit(filename, line, line - 1, text)
+
+
+def _fix_recompute(f):
+    """Compute the shared pass again after the step, for the second loss."""
+    name, file = f.closest, f.rfile
+    if not name or not f.root or file != f.ffile:
+        return None
+    root = [n for n in _assignments(file, f.root) if n.lineno < f.rline]
+    made = [n for n in _assignments(file, name) if n.lineno < f.fline]
+    if not root or not made or made[-1].lineno > root[-1].lineno:
+        return None
+    if root[-1].lineno > f.fline:  # the second loss is computed after the step: before it
+        edit = _copied(file, made[-1:], root[-1].lineno)
+    else:  # and again, just before its call
+        edit = _copied(file, [made[-1], root[-1]], _stmt(file, f.rline)[0].lineno)
+    why = (
+        f"Compute `{name}` again after the step, and the second loss from it, so that loss goes"
+        " back through a pass of its own, built from the weights as they are now."
+    )
+    return _fix_of([edit], "machine", why)
+
+
+def _loop_body(filename, line):
+    loops = _loops(filename, line)
+    if not loops:
+        return None
+    first = max(loops)[0]
+    for n in ast.walk(_parse(filename)):
+        if isinstance(n, LOOPS) and n.lineno == first:
+            return n.body[0]
+    return None
+
+
+def _fix_ema(f):
+    n, block = _stmt(f.nfile, f.nline)
+    while n is not None and not isinstance(n, ast.For):
+        outer = [
+            p
+            for p in ast.walk(_parse(f.nfile))
+            if isinstance(p, ast.For) and p.lineno < n.lineno <= p.end_lineno
+        ]
+        n = max(outer, key=lambda p: p.lineno) if outer else None
+    if n is None:
+        return []
+    text = linecache.getlines(f.nfile)[n.lineno - 1 : n.end_lineno]
+    pad = _indent(f.nfile, n.lineno)
+    new = pad + "with torch.no_grad():\n" + "".join("    " + t if t.strip() else t for t in text)
+    return [
+        _fix_of(
+            [_edit(f.nfile, n.lineno, n.end_lineno, new)],
+            "machine",
+            "Update the copied weights under `torch.no_grad()`, so the update builds no graph.",
+        )
+    ]
+
+
+def _fix_loss_kept(f):
+    edits = []
+    for n in _assignments(f.hfile, f.name) if f.hfile else []:
+        if isinstance(n.value, (ast.Name, ast.Attribute)):
+            edits.append(_detached(f.hfile, n.value))
+    return [
+        _fix_of(
+            edits,
+            "machine",
+            f"Keep `{f.name}` as a value, detached, so the next step goes back through its own loss only.",
+        )
+    ]
+
+
+def _fix_twice(f):
+    """The same loss gone back through twice: one call goes."""
+    if f.free_kind == "grad":
+        return [
+            _fix_of(
+                [_keyword(f.ffile, f.fline, "retain_graph")],
+                "machine",
+                "Keep the graph for the second call, which goes back through it again.",
+            )
+        ]
+    if f.summed:
+        total = f.summed[0]
+        edits = [_detached(file, n) for file, n in f.summed_nodes] + [_delete(f.rfile, f.rline)]
+        return [
+            _fix_of(
+                edits,
+                "machine",
+                f"Keep `{total}` without the graphs of losses already gone back through, and drop its backward call.",
+            )
+        ]
+    if f.again:
+        return []
+    return [
+        _fix_of(
+            [_delete(f.rfile, f.rline)],
+            "machine",
+            "Remove the second call: the first already put these gradients in `.grad`.",
+        ),
+        _fix_of(
+            [_delete(f.ffile, f.fline)],
+            "machine",
+            "Remove the first call, if the second is the one that should stay.",
+        ),
+    ]
+
+
+def _fix_shared(f):
+    """Two losses on one forward pass."""
+    if f.sub == "grad":
+        word = "create_graph" if f.grads else "retain_graph"
+        return [
+            _fix_of(
+                [_keyword(f.ffile, f.fline, word)],
+                "machine",
+                "Keep the graph at the first torch.autograd.grad call"
+                + (
+                    " and make its result differentiable, as a loss uses it."
+                    if f.grads
+                    else ", which the second call needs."
+                ),
+            )
+        ]
+    if f.between and f.between[0] == "detach":
+        name, file, line = f.between[1]
+        nodes = [
+            n
+            for n in ast.walk(_parse(file))
+            if isinstance(n, ast.Name) and n.id == name and n.lineno == line
+        ]
+        made = [n for n in _assignments(file, name) if n.lineno < line]
+        why = (
+            f"Compute `{name}` again after the step, if the second loss should train"
+            " through the pass the step changed (a generator's loss through the discriminator)."
+        )
+        again = _fix_of([_copied(file, made[-1:], line)], "machine", why) if made else None
+        detach = _fix_of(
+            [_detached(file, nodes[0])] if nodes else [],
+            "machine",
+            f"Give the second loss `{name}` detached, if it should not train the pass the"
+            " step changed (an actor's loss through the critic's value).",
+        )
+        return [detach, again]
+    if f.stepped and not f.trained and f.closest:
+        return [_fix_detach_input(f)]
+    if f.between and f.between[0] in ("again", "one"):
+        return [_fix_recompute(f)]
+    if f.retained or f.trained or f.between:
+        return []
+    if f.again and not f.optimizers:
+        # A loop that updates by hand: what looks like one pass may be state cached in its
+        # first iteration, which retain_graph=True would reuse, stale, in every later one.
+        return []
+    site = (f.rfile, f.rline) if f.again else (f.ffile, f.fline)
+    return [
+        _fix_of(
+            [_keyword(*site, "retain_graph")],
+            "machine",
+            "Keep the graph at the first call for the second, which goes back through the same pass (adding the losses and calling backward once gives the same gradients).",
+        )
+    ]
+
+
+def _fix_detach_input(f):
+    """A step that does not train the pass (a discriminator's) is given its output detached."""
+    name = f.closest
+    made = _assigned(f.ffile, name.split(".")[-1], f.fline) or 0
+    loads = [
+        n
+        for n in ast.walk(_parse(f.ffile))
+        if isinstance(n, (ast.Name, ast.Attribute))
+        and isinstance(n.ctx, ast.Load)
+        and _dotted(n) == name
+        and made < n.lineno <= f.fline
+    ]
+    why = (
+        f"Give the step between the calls `{name}` detached, so its loss does not go back"
+        " through (and free) the pass the other loss still needs."
+    )
+    return _fix_of([_detached(f.ffile, n) for n in loads], "machine", why)
+
+
+def _fix_reentrant(files):
+    """A reentrant checkpoint frees its inner graph whatever the outer call's retain_graph."""
+    edits = []
+    for file in dict.fromkeys(files):
+        for n in ast.walk(_parse(file)):
+            func = getattr(n, "func", None)
+            if not isinstance(n, ast.Call) or _dotted(func) is None:
+                continue
+            if _dotted(func).split(".")[-1] != "checkpoint":
+                continue
+            given = [k for k in n.keywords if k.arg == "use_reentrant"]
+            if not given:
+                edits.append(_keyword(file, n.lineno, "use_reentrant", "False", n))
+            elif isinstance(given[0].value, ast.Constant) and given[0].value.value is True:
+                edits.append(_splice(file, given[0].value, "False"))
+    why = (
+        "Use the non-reentrant checkpoint: the reentrant one runs a backward of its own, which"
+        " frees what it recomputed whatever retain_graph the outer call was given."
+    )
+    return [_fix_of(edits, "machine", why)] if edits else []
+
+
+_FIXES = {
+    "carried-state/rnn": _fix_state,
+    "carried-state/lstm": _fix_state,
+    "carried-state/lstm-both": _fix_state,
+    "carried-state/kept": _fix_kept,
+    "carried-state/bank": _fix_kept,
+    "carried-state/clear": _fix_clear,
+    "carried-state/attr": _fix_attr,
+    "carried-state/before": _fix_built_before,
+    "carried-state/target": _fix_built_before,
+    "carried-state/frozen": _fix_built_before,
+    "carried-state/slices": _fix_state,
+    "carried-state/ema": _fix_ema,
+    "carried-state/loss": _fix_loss_kept,
+    "same-loss-twice": _fix_twice,
+    "shared-forward": _fix_shared,
+}
+
+
+def _candidates(f):
+    """The fixes to offer, machine-applicable first, in the order the run's facts favour."""
+    rule = _FIXES.get(f"{f.cause}/{f.sub}") or _FIXES.get(f.cause)
+    found = []
+    for kind in (rule, _fix_deep if f.deep else None):
+        if kind is not None and not f.special:
+            with contextlib.suppress(Exception):  # a fix that cannot be written is not offered
+                found += [x for x in kind(f) if x is not None]
+    seen, unique = set(), []
+    for fix in found:
+        key = json.dumps(fix["edits"], sort_keys=True)
+        if fix["edits"] and key in seen:
+            continue
+        seen.add(key)
+        unique.append(fix)
+    if f.text:  # the sentence, for what no edit here does (add the losses, step once)
+        unique.append(_fix_of([], "manual", f.text))
+    return unique
+
+
+# Trying fixes -----------------------------------------------------------------------------
+# `--try` runs the script again in a fresh process for each machine-applicable fix, the edits
+# applied in memory (files on disk unchanged), and stops it two calls past the one that raised.
+# A fix passes when that run raises nothing and every parameter that got a gradient before the
+# error in the original run gets a non-zero gradient again.
+TRY_ENV = "BACKTWICE_TRY"
+_EDITED = {}  # in a try: {absolute path: edited text}; "__main__": the script's globals
+TRIES = 6
+# A try may take this long: four times what the run took to the error, torch's import included.
+TRY_BASE, TRY_FACTOR = 10.0, 4.0
+
+
+class _Tracker:
+    """Counts backward and grad calls and notes the leaves that got a non-zero gradient."""
+
+    def __init__(self, stop_after=None, result=None):
+        self.calls, self.raised_at, self.got = 0, None, {}
+        self.stop_after, self.result, self.patched = stop_after, result, []
+        self.made = weakref.WeakSet()  # the optimizers made while this runs
+
+    def start(self):
+        for name in ("backward", "grad"):
+            self._patch(torch.autograd, name, self._wrap(getattr(torch.autograd, name), name))
+        init = torch.optim.Optimizer.__init__
+
+        @functools.wraps(init)
+        def __init__(optimizer, *args, **kwargs):
+            init(optimizer, *args, **kwargs)
+            self.made.add(optimizer)
+
+        self._patch(torch.optim.Optimizer, "__init__", _invisible(__init__))
+
+    def _patch(self, owner, name, value):
+        self.patched.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, value)
+
+    def stop(self):
+        for owner, name, original in reversed(self.patched):
+            setattr(owner, name, original)
+        self.patched = []
+
+    def _wrap(self, original, kind):
+        @functools.wraps(original)
+        def tracked(*args, **kwargs):
+            roots = args[0] if args else kwargs.get("tensors" if kind == "backward" else "outputs")
+            leaves = _leaves(_kind(roots)[1]) if kind == "backward" else []
+            self.calls += 1
+            try:
+                result = original(*args, **kwargs)
+            except BaseException as exc:
+                text = str(exc)
+                if self.raised_at is None and (BACKWARD_TWICE in text or INPLACE in text):
+                    self.raised_at = self.calls
+                    self.baseline = self.names(sys._getframe(1))
+                exc.__traceback__ = exc.__traceback__.tb_next
+                raise
+            inputs = args[1] if kind == "grad" and len(args) > 1 else kwargs.get("inputs")
+            if kind == "grad":
+                inputs = [inputs] if isinstance(inputs, torch.Tensor) else list(inputs or ())
+                pairs = [(t, result[i]) for i, t in enumerate(inputs) if i < len(result)]
+            else:
+                pairs = ((t, t.grad) for t in leaves)
+            for tensor, grad in pairs:
+                if grad is not None and id(tensor) not in self.got and bool(grad.ne(0).any()):
+                    self.got[id(tensor)] = tensor
+            if self.stop_after is not None and self.calls >= self.stop_after:
+                self.finish(None, sys._getframe(1))
+            return result
+
+        return _invisible(tracked)
+
+    def names(self, frame):
+        """The names of the tensors that got gradients, as the reader's code reaches them."""
+        return _param_names(self.got, frame, list(self.made))
+
+    def finish(self, error, frame):
+        # In a try: say how it went and end the process, as its own exit would not tell.
+        outcome = {"calls": self.calls, "parameters": self.names(frame), "error": error}
+        with open(self.result, "w", encoding="utf-8") as out:
+            json.dump(outcome, out)
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(0)
+
+
+def _leaves(tensors, limit=SEARCH_LIMIT):
+    stack, seen, found = [t.grad_fn for t in tensors if t.grad_fn is not None], {}, []
+    found += [t for t in tensors if t.grad_fn is None and t.requires_grad]
+    while stack and len(seen) < limit:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen[id(node)] = node
+        variable = getattr(node, "variable", None)
+        if variable is not None:
+            found.append(variable)
+        else:
+            stack.extend(_children(node))
+    return found
+
+
+def _param_names(got, frame, optimizers):
+    named, scopes = {}, [_EDITED.get("__main__") or vars(sys.modules["__main__"])]
+    frames = []
+    while frame is not None:
+        if _is_reader(frame.f_code):
+            frames.append(frame.f_locals)
+        frame = frame.f_back
+    held = set().union(*map(_held, optimizers))
+    for scope in scopes + frames[::-1]:
+        for var, value in list(scope.items()):
+            for name, tensor in _named_tensors(var, value):
+                named.setdefault(id(tensor), name)
+    # What an optimizer steps, where there is one: gradients of frozen weights train nothing.
+    return sorted(
+        named.get(key, "a tensor of shape " + str(list(t.shape)))
+        for key, t in got.items()
+        if not held or key in held
+    )
+
+
+def _named_tensors(var, value, depth=2):
+    if isinstance(value, torch.Tensor):
+        return [(var, value)]
+    if isinstance(value, torch.nn.Module):
+        return [(f"{var}.{n}", p) for n, p in value.named_parameters()]
+    if isinstance(value, torch.optim.Optimizer):
+        return [
+            (f"{var}.param_groups[{i}][{j}]", p)
+            for i, g in enumerate(value.param_groups)
+            for j, p in enumerate(g["params"])
+        ]
+    if depth and isinstance(value, (list, tuple)):
+        return [
+            x for i, v in enumerate(value[:64]) for x in _named_tensors(f"{var}[{i}]", v, depth - 1)
+        ]
+    if depth and isinstance(value, dict):
+        return [
+            x
+            for k, v in list(value.items())[:64]
+            for x in _named_tensors(f"{var}[{k!r}]", v, depth - 1)
+        ]
+    return []
+
+
+def _read_lines(path):
+    with open(path, encoding="utf-8") as handle:
+        return handle.read().splitlines(True)
+
+
+def _edited_sources(edits, read=_read_lines):
+    """Each edited file's text, the edits applied: {path: text}."""
+    texts = {}
+    for e in sorted(edits, key=lambda e: -e["start"]):
+        path = e["file"] if read is not _read_lines else os.path.abspath(e["file"])
+        lines = texts.get(path)
+        if lines is None:
+            lines = list(read(path))
+            if not lines:
+                raise ValueError(path)
+        lines[e["start"] - 1 : e["end"]] = e["new"].splitlines(True)
+        texts[path] = lines
+    return {path: "".join(lines) for path, lines in texts.items()}
+
+
+def _use_sources(texts):
+    """Run these texts in place of the files on disk: the script, and modules it imports."""
+    import importlib.machinery
+
+    for path, text in texts.items():
+        linecache.cache[path] = (len(text), None, text.splitlines(True), path)
+    _EDITED.update(texts)
+    loader = importlib.machinery.SourceFileLoader
+    original = loader.get_code
+
+    def get_code(self, fullname):
+        path = os.path.abspath(self.get_filename(fullname))
+        if path in texts:
+            return compile(texts[path], path, "exec", dont_inherit=True)
+        return original(self, fullname)
+
+    loader.get_code = get_code
+    return texts
+
+
+def _try_one(fix, argv, budget, baseline):
+    """Run the script again with the fix's edits; return its `tried` record."""
+    with tempfile.TemporaryDirectory(prefix="backtwice-try-") as folder:
+        spec, result = os.path.join(folder, "spec.json"), os.path.join(folder, "result.json")
+        with open(spec, "w", encoding="utf-8") as out:
+            json.dump(
+                {"edits": fix["edits"], "stop_after": baseline["stop"], "result": result}, out
+            )
+        env = dict(os.environ, **{TRY_ENV: spec})
+        log = os.path.join(folder, "log")
+        with open(log, "wb") as out:
+            try:
+                import subprocess
+
+                ended = subprocess.run(
+                    [sys.executable, os.path.abspath(__file__), *argv],
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=out,
+                    timeout=budget,
+                )
+            except subprocess.TimeoutExpired:
+                return {"outcome": "timed out", "detail": f"stopped after {budget:.0f} s"}
+        if not os.path.exists(result):
+            return {"outcome": "raised", "detail": f"exited with status {ended.returncode}"}
+        with open(result, encoding="utf-8") as handle:
+            run = json.load(handle)
+    return _verdict(run, baseline)
+
+
+def _verdict(run, baseline):
+    steps = max(0, run["calls"] - baseline["stop"] + 2)
+    tried = {"calls": run["calls"], "parameters": len(run["parameters"])}
+    if run["error"]:
+        return dict(tried, outcome="raised", detail=run["error"])
+    missing = [p for p in baseline["parameters"] if p not in run["parameters"]]
+    if missing:
+        shown = ", ".join(f"`{p}`" for p in missing[:3]) + (" and more" if len(missing) > 3 else "")
+        return dict(tried, outcome="no gradient", detail=f"ran, but {shown} got no gradient")
+    end = (
+        "to its end"
+        if run["calls"] < baseline["stop"]
+        else f"{steps} calls past the one that raised"
+    )
+    detail = f"ran {end}; the same {len(baseline['parameters'])} parameters got gradients"
+    return dict(tried, outcome="passed", detail=detail)
+
+
+def _child(spec_path, script, run):
+    """In a try: the edits in memory, the calls tracked; say how the run went."""
+    os.environ.pop(TRY_ENV, None)
+    with open(spec_path, encoding="utf-8") as handle:
+        spec = json.load(handle)
+    _use_sources(_edited_sources(spec["edits"]))
+    tracker = _Tracker(spec["stop_after"], spec["result"])
+    tracker.start()
+    try:
+        run()
+    except SystemExit as exc:
+        if exc.code not in (None, 0):
+            tracker.finish(f"exited with status {exc.code}", None)
+    except BaseException as exc:
+        tb, where = exc.__traceback__, ""
+        while tb is not None:
+            if _is_reader(tb.tb_frame.f_code):
+                where = f" at {os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}"
+            tb = tb.tb_next
+        tracker.finish(
+            f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}{where}", None
+        )
+    tracker.finish(None, None)
+
+
+def _try_all(report, argv, tracker, shown, say):
+    """Try each machine-applicable fix; fill in its `tried`."""
+    machine = [f for f in report.get("fixes", []) if f["applicability"] == "machine"][:TRIES]
+    if not machine or tracker.raised_at is None:
+        return
+    say(
+        f"{PREFIX}--try runs {shown} again, once per fix ({len(machine)} runs): whatever it writes, logs or sends, it does again; its files on disk stay as they are\n"
+    )
+    baseline = {"stop": tracker.raised_at + 2, "parameters": tracker.baseline}
+    budget = TRY_BASE + TRY_FACTOR * (time.monotonic() - _STARTED)
+    for fix in machine:
+        fix["tried"] = _try_one(fix, argv, budget, baseline)
+
+
 def format_report(report):
     """The report as printed: the reader's lines in source order, labelled, then cause and fix."""
     head = (
@@ -1990,19 +3086,60 @@ def format_report(report):
         out.append("fix: " + report["fix"])
     if report["checker"]:
         out.append("checker: the page's " + report["checker"])
+    out += _format_fixes([f for f in report.get("fixes") or [] if f["why"] != report["fix"]])
     return "\n".join(out)
 
 
+def _hunks(diff):
+    # The diff's hunks, each header naming its file (the ---/+++ lines left out).
+    name = None
+    for line in diff.splitlines():
+        if line.startswith("+++ "):
+            name = line[4:]
+        elif line.startswith("@@") and name:
+            yield f"{name} {line}"
+        elif not line.startswith("--- "):
+            yield line
+
+
+def _format_fixes(fixes):
+    out = []
+    for number, fix in enumerate(fixes, 1):
+        tried = fix["tried"]
+        how = tried["outcome"] + (": " + tried["detail"] if tried.get("detail") else "")
+        if fix["applicability"] == "manual":
+            how = "yours to make"
+        out.append(f"fix {number} ({fix['applicability']}, {how}): {fix['why']}")
+        out += ["    " + line for line in _hunks(fix.get("diff", ""))]
+    return out
+
+
 def _emit(text):
-    if sys.stderr.isatty() and not os.environ.get("NO_COLOR"):
-        text = re.sub(r"(?m)([\^]+ .*|^cause: .*)$", "\x1b[1;31m\\1\x1b[0m", text)
-        text = re.sub(r"(?m)(-+ [A-Za-z].*)$", "\x1b[1;34m\\1\x1b[0m", text)
-    sys.stderr.write(text + "\n")
+    with contextlib.suppress(AttributeError, OSError, ValueError):  # stderr closed or None
+        if sys.stderr.isatty() and not os.environ.get("NO_COLOR"):
+            text = re.sub(r"(?m)([\^]+ .*|^cause: .*)$", "\x1b[1;31m\\1\x1b[0m", text)
+            text = re.sub(r"(?m)(-+ [A-Za-z].*)$", "\x1b[1;34m\\1\x1b[0m", text)
+        prefix = _rank_prefix()
+        if prefix:
+            text = "\n".join(prefix + line for line in text.split("\n"))
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
 
 
 def _special(path):
-    # A device or a pipe (/dev/stdout): written in place, never replaced by a file.
-    return os.path.exists(path) and not os.path.isfile(path)
+    # A pipe, a terminal (/dev/stdout) or the file stdout or stderr goes to: written in place
+    # (appended), never replaced by a file.
+    try:
+        info = os.stat(path)
+    except OSError:
+        return False
+    if not os.path.isfile(path):
+        return True
+    for fd in (1, 2):
+        with contextlib.suppress(OSError):
+            if os.path.samestat(info, os.fstat(fd)):
+                return True
+    return False
 
 
 def _write_json(path, report):
@@ -2010,14 +3147,16 @@ def _write_json(path, report):
     temporary = None
     try:
         if _special(path):
-            out = open(path, "w", encoding="utf-8")
-        else:  # a file is replaced whole, never left half-written
-            handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".diagnose-")
+            out = open(path, "a", encoding="utf-8")
+        else:  # the file a link names is replaced whole, never left half-written
+            real = os.path.realpath(path)
+            handle, temporary = tempfile.mkstemp(dir=os.path.dirname(real), prefix=".diagnose-")
             out = os.fdopen(handle, "w", encoding="utf-8")
         with out:
             out.write(text)
         if temporary:
-            os.replace(temporary, path)
+            os.chmod(temporary, _mode(real))
+            os.replace(temporary, real)
     except OSError as exc:
         if temporary:
             with contextlib.suppress(OSError):
@@ -2027,10 +3166,22 @@ def _write_json(path, report):
         )
 
 
+def _mode(path):
+    """The mode for a file replacing path: its own, or what the umask gives a new one."""
+    with contextlib.suppress(OSError):
+        return os.stat(path).st_mode & 0o7777
+    mask = os.umask(0o22)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def _json_problem(path):
-    folder = os.path.dirname(path)
+    folder = os.path.dirname(os.path.realpath(path))
     if os.path.isdir(path):
         return "is a folder; give a file name"
+    device = _device_problem(path)
+    if device:
+        return device
     if not _special(path):
         if not os.path.isdir(folder):
             return f"no folder {folder}; create it first"
@@ -2102,7 +3253,8 @@ def _trimmed(tb, script):
         code = tb.tb_frame.f_code
         if not started and code.co_filename == script and code.co_name == "<module>":
             started = True
-        if started and os.path.normcase(os.path.abspath(code.co_filename)) != _HERE:
+        started = started or code is getattr(runpy._run_module_as_main, "__code__", None)
+        if started and not os.path.normcase(os.path.abspath(code.co_filename)).startswith(_HERE):
             entries.append(tb)
         tb = tb.tb_next
     entries.append(None)
@@ -2111,19 +3263,141 @@ def _trimmed(tb, script):
     return entries[0]
 
 
-USAGE = "usage: python -m backtwice.diagnose [--json FILE] [--] SCRIPT|DIR [ARGS...]"
+USAGE = (
+    "usage: python -m backtwice.diagnose [--json FILE] [--try [--fix]] [--]"
+    " SCRIPT|DIR|-m MODULE [ARGS...]"
+)
 
 
-def main(argv=None):
-    """Run a script as __main__ under the diagnoser; return its exit status."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    json_path = None
-    if args and args[0] in ("-h", "--help"):
-        print(USAGE + "\n\n" + __doc__.strip().split("\n\n", 1)[1])
-        return 0
-    if args and args[0].startswith("--json="):
-        args[:1] = ["--json", args[0][7:]]
-    if args and args[0] == "--json":
+def _owned():
+    """Files that installed distributions outside the interpreter's library folders own (one
+    set per sys.path, built on the first code object that needs it)."""
+    key = tuple(sys.path)
+    if _OWNED.get("key") != key:
+        files = set()
+        with contextlib.suppress(Exception):
+            from importlib import metadata
+
+            for dist in metadata.distributions():
+                base = os.path.normcase(os.path.abspath(str(dist.locate_file(""))))
+                if os.path.join(base, "").startswith(_LIBRARIES):
+                    continue  # already library code by its folder: its RECORD is not read
+                if not any(dist.read_text(n) for n in ("RECORD", "installed-files.txt")):
+                    continue  # a checkout's egg-info: its SOURCES.txt is the reader's own code
+                for name in dist.files or ():
+                    path = os.path.abspath(str(dist.locate_file(name)))
+                    files.add(os.path.normcase(path))
+        _OWNED.update(key=key, files=frozenset(files))
+    return _OWNED["files"]
+
+
+_OWNED = {}
+
+
+def _rank_prefix():
+    """`[rankN]:` as torch's launcher prefixes a rank's lines, when more than one runs."""
+    try:
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return ""
+    rank = os.environ.get("RANK", os.environ.get("LOCAL_RANK"))
+    return f"[rank{rank}]:" if world > 1 and rank is not None else ""
+
+
+def _device_problem(path):
+    """Why --json may not write to path, a character device, or None (a tty, /dev/null)."""
+    import stat
+
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISCHR(info.st_mode):
+        return None
+    real = os.path.realpath(path)
+    if re.fullmatch(r"/dev/(pts/\d+|tty\w*|console|null)", real):
+        return None
+    for fd in (0, 1, 2):
+        with contextlib.suppress(OSError):
+            if os.isatty(fd) and os.fstat(fd).st_rdev == info.st_rdev:
+                return None
+    return "is a device, not a file, a pipe or a terminal; give a file name"
+
+
+class _Runner(_Diagnoser):
+    """The runner's diagnoser: a report held back to follow the script's own traceback is
+    printed however the process then ends (SIGTERM, os._exit), not only when main returns."""
+
+    @property
+    def unprinted(self):
+        return self.__dict__.get("held")
+
+    @unprinted.setter
+    def unprinted(self, text):
+        self.__dict__["held"] = text
+        if text is not None and "ends" not in self.__dict__:
+            self.ends = _guard_ends(self)
+
+    def say(self):
+        """Print the held report once."""
+        text, self.__dict__["held"] = self.__dict__.get("held"), None
+        if text:
+            _emit(text)
+
+    def last_words(self):
+        """The process ends now (os._exit, SIGTERM): write --json's file, print the report."""
+        if getattr(self, "json_path", None):
+            _write_json(self.json_path, self.result())
+        self.say()
+
+    def unguard(self):
+        for undo in reversed(self.__dict__.pop("ends", [])):
+            with contextlib.suppress(Exception):
+                undo()
+
+
+def _guard_ends(state):
+    """Print the held report before os._exit and on SIGTERM left at its default action; in
+    this process only (a forked child inherits both and ends as it would). Returns undoers."""
+    pid, original_exit, undo = os.getpid(), os._exit, []
+
+    def _exit(status):
+        if os.getpid() == pid:
+            state.last_words()
+        original_exit(status)
+
+    os._exit = _exit
+    undo.append(lambda: setattr(os, "_exit", original_exit))
+
+    def on_term(number, frame):
+        if os.getpid() == pid:
+            state.last_words()
+        signal.signal(number, signal.SIG_DFL)
+        os.kill(os.getpid(), number)  # ends as SIGTERM ends it: its buffered stdout is lost
+
+    def default():  # unless the script set its own handler since
+        if signal.getsignal(signal.SIGTERM) is on_term:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    if main_thread and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, on_term)
+        undo.append(default)
+    return undo
+
+
+def _options(args):
+    """(json_path, trying, fixing, what is left) from the runner's options, or an exit status."""
+    json_path, trying, fixing = None, False, False
+    while args and args[0] in ("--try", "--fix") or args and args[0].startswith("--json"):
+        if args[0] in ("--try", "--fix"):
+            trying, fixing = True, fixing or args[0] == "--fix"
+            args = args[1:]
+            continue
+        if args[0].startswith("--json="):
+            args[:1] = ["--json", args[0][7:]]
+        if args[0] != "--json":
+            break
         if len(args) < 2 or not args[1]:
             sys.stderr.write("--json: needs a FILE\n" + USAGE + "\n")
             return 2
@@ -2134,9 +3408,42 @@ def main(argv=None):
             return 2
     if args and args[0] == "--":
         args = args[1:]
-    if not args:
-        sys.stderr.write(USAGE + "\n")
+    if not args or args[0] == "-m" and len(args) < 2:
+        sys.stderr.write(("-m: needs a MODULE\n" if args else "") + USAGE + "\n")
         return 2
+    return json_path, trying, fixing, args
+
+
+def _module(args):
+    """(shown, script, run) for `-m MODULE ARGS`, run as `python -m` runs it, or a status."""
+    try:
+        script = runpy._get_module_details(args[1])[1].origin
+    except ImportError as exc:  # runpy's own error: the words `python -m` prints
+        sys.stderr.write(f"{sys.executable}: {exc}\n")
+        return 1
+    cwd = os.getcwd()
+    shown = os.path.relpath(script) if script.startswith(os.path.join(cwd, "")) else script
+    sys.argv = [script] + args[2:]
+    sys.path[0] = cwd
+
+    def run():
+        # Through the function `python -m` itself calls, so that a traceback shows the frames
+        # a plain run's does; in a fresh __main__, as this file may be __main__ itself.
+        module = types.ModuleType("__main__")
+        saved, sys.modules["__main__"] = sys.modules["__main__"], module
+        _EDITED["__main__"] = module.__dict__
+        try:
+            runpy._run_module_as_main(args[1], alter_argv=True)
+        finally:
+            sys.modules["__main__"] = saved
+
+    return shown, script, run
+
+
+def _runnable(args):
+    """(shown, script, run) for `SCRIPT|DIR ARGS` or `-m MODULE ARGS`, or an exit status."""
+    if args[0] == "-m":
+        return _module(args)
     shown = args[0]
     folder = os.path.isdir(shown)
     script = os.path.join(shown, "__main__.py") if folder else shown
@@ -2146,50 +3453,145 @@ def main(argv=None):
     script = os.path.join(os.getcwd(), script) if sys.version_info >= (3, 9) else script
     sys.argv = [shown] + args[1:]
     sys.path[0] = os.path.abspath(shown) if folder else os.path.dirname(os.path.abspath(shown))
-    state = _active()
-    if state is None:
-        state = _Diagnoser(script, shown)
-        state.start()
-    try:
+
+    def run():
         if folder:
             runpy.run_path(shown, run_name="__main__")
         else:
             _run_script(script)
-    except SystemExit:
+
+    return shown, script, run
+
+
+def _ended(state, exc, script):
+    """The script raised `exc` (not SystemExit): print it as Python would, then the report."""
+    _trim_all(exc, script)
+    sys.excepthook(type(exc), exc, exc.__traceback__)
+    _say(state)
+    if isinstance(exc, KeyboardInterrupt):
+        # Killed by its own SIGINT, as Python ends on one: what the script printed to a
+        # pipe or file is still in its buffer, and Python's own end would have written it.
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(AttributeError, OSError, ValueError):
+                stream.flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+def _say(state):
+    if isinstance(state, _Runner):
+        state.say()
+    elif state.unprinted:
+        _emit(state.unprinted)
+
+
+def main(argv=None):
+    """Run a script (or -m MODULE) as __main__ under the diagnoser; return its exit status."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in ("-h", "--help"):
+        print(USAGE + "\n\n" + __doc__.strip().split("\n\n", 1)[1])
+        return 0
+    options = _options(args)
+    if isinstance(options, int):
+        return options
+    json_path, trying, fixing, args = options
+    target = _runnable(args)
+    if isinstance(target, int):
+        return target
+    shown, script, run = target
+    if os.environ.get(TRY_ENV):
+        return _child(os.environ[TRY_ENV], script, run)
+    state = _active()
+    if state is None:
+        state = _Runner(script, shown)
+        state.json_path = json_path
+        state.start()
+    tracker = _Tracker() if trying else None
+    if tracker is not None:
+        tracker.start()
+    after = functools.partial(_after, state, tracker, args, shown, fixing)
+    try:
+        run()
+    except SystemExit:  # sys.exit(main()) after a caught error, pytest, Hydra: report too
+        after()
         _end(state, json_path)
+        _say(state)
         raise
     except BaseException as exc:
         if isinstance(exc, RuntimeError):
             state.saved_read(exc)
+        after()
         _end(state, json_path)
-        _trim_all(exc, script)
-        sys.excepthook(type(exc), exc, exc.__traceback__)
-        if state.unprinted:
-            _emit(state.unprinted)
-        if isinstance(exc, KeyboardInterrupt):
-            # Killed by its own SIGINT, as Python ends on one: what the script printed to a
-            # pipe or file is still in its buffer, and Python's own end would have written it.
-            for stream in (sys.stdout, sys.stderr):
-                with contextlib.suppress(AttributeError, OSError, ValueError):
-                    stream.flush()
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGINT)
+        _ended(state, exc, script)
         return 1
+    after()
     _end(state, json_path)
-    if state.unprinted:
-        _emit(state.unprinted)
+    _say(state)
     return 0
+
+
+def _after(state, tracker, args, shown, fixing):
+    """Once the script ended: try the fixes (--try), write the first that passed (--fix)."""
+    if tracker is not None:
+        tracker.stop()
+    report = state.report
+    if report is None or not report.get("fixes"):
+        return
+    if tracker is not None:
+        _try_all(report, args, tracker, shown, sys.stderr.write)
+    elif any(f["applicability"] == "machine" for f in report["fixes"]):
+        command = " ".join(["python -m backtwice.diagnose --try", *map(_quoted, args)])
+        state.unprinted = (state.unprinted or format_report(report)) + (
+            f"\n{PREFIX}to try each fix on {shown} (it runs again, the edits in memory): {command}"
+        )
+        return
+    text = format_report(report)
+    if fixing:
+        text += "\n" + _write_fix(report)
+    state.unprinted = text if state.unprinted is not None else None
+    if state.unprinted is None and not state.quiet:
+        _emit(text)
+
+
+def _quoted(arg):
+    return arg if re.fullmatch(r"[\w./:=@%+-]+", arg) else "'" + arg.replace("'", "'\\''") + "'"
+
+
+def _write_fix(report):
+    """--fix: write the first fix that passed its try into the reader's files."""
+    passed = [f for f in report["fixes"] if f["tried"]["outcome"] == "passed"]
+    if not passed:
+        return PREFIX + "--fix: no fix passed its try; nothing was written"
+    fix = passed[0]
+    texts = _edited_sources(fix["edits"])
+    for path in texts:
+        if _read_lines(path) != linecache.getlines(path):
+            return PREFIX + f"--fix: {path} changed since the run; nothing was written"
+    for path, text in texts.items():
+        mode = os.stat(path).st_mode
+        handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".diagnose-")
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(temporary, mode & 0o7777)
+        os.replace(temporary, path)
+    number = report["fixes"].index(fix) + 1
+    files = ", ".join(sorted({e["file"] for e in fix["edits"]}))
+    return PREFIX + f"--fix wrote fix {number} into {files} (its diff is above)"
 
 
 _STOP.add(id(main.__code__))
 
 
 def _run_script(script):
-    with open(script, "rb") as handle:
-        code = compile(handle.read(), script, "exec")
+    edited = _EDITED.get(os.path.abspath(script))
+    if edited is None:
+        with open(script, "rb") as handle:
+            edited = handle.read()
+    code = compile(edited, script, "exec")
     module = types.ModuleType("__main__")
     module.__dict__.update(__file__=script, __builtins__=builtins, __cached__=None)
     saved, sys.modules["__main__"] = sys.modules["__main__"], module
+    _EDITED["__main__"] = module.__dict__  # what names the parameters once it has ended
     try:
         exec(code, module.__dict__)
     finally:
@@ -2198,6 +3600,8 @@ def _run_script(script):
 
 def _end(state, json_path):
     state.stop()
+    if isinstance(state, _Runner):
+        state.unguard()
     if json_path:
         _write_json(json_path, state.result())
 

@@ -1,0 +1,146 @@
+"""Fixes as edits: `--try` runs the script again with each, `--fix` writes one that passed.
+
+A fix's verdict is checked apart from the diagnoser: its edits are applied literally to a copy
+of the script, which runs plainly under tests/grad_probe.py, and must run and train every
+parameter the original trained before the error.
+"""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from backtwice import diagnose
+
+from .diagnose_markers import CASES, RAISING
+
+PROBE = Path(__file__).with_name("grad_probe.py")
+# A case for each common kind of edit the diagnoser writes; bench/try_cases.py runs them all.
+SAMPLE = ["lstm.py", "dict_bank.py", "same_loss_helper.py", "multitask.py", "before_loop.py"]
+
+
+def diagnose_try(folder, script, *flags):
+    report = folder / "report.json"
+    command = [sys.executable, diagnose.__file__, *flags, "--json", str(report), script]
+    process = subprocess.run(command, cwd=folder, capture_output=True, text=True, check=False)
+    return process, json.loads(report.read_text(encoding="utf-8"))
+
+
+def probe(folder, script):
+    command = [sys.executable, str(PROBE), script]
+    process = subprocess.run(command, cwd=folder, capture_output=True, text=True, check=False)
+    return json.loads(process.stdout.splitlines()[-1])
+
+
+def applied(text, edits):
+    lines = text.splitlines(True)
+    for edit in sorted(edits, key=lambda e: -e["start"]):
+        lines[edit["start"] - 1 : edit["end"]] = edit["new"].splitlines(True)
+    return "".join(lines)
+
+
+def check_passed(folder, name, should_pass):
+    """Run --try; every fix that passed, applied literally, runs plainly and trains as before."""
+    before = (folder / name).read_bytes()
+    _, report = diagnose_try(folder, name, "--try")
+    assert (folder / name).read_bytes() == before  # --try writes nothing
+    passed = [f for f in report["fixes"] if f["tried"]["outcome"] == "passed"]
+    assert bool(passed) == should_pass, [(f["why"], f["tried"]) for f in report["fixes"]]
+    original = probe(folder, name)
+    assert original["error"]  # a compiled region's is torch._dynamo's BackendCompilerFailed
+    for fix in passed:
+        assert fix["applicability"] == "machine" and {e["file"] for e in fix["edits"]} == {name}
+        (folder / "fixed.py").write_text(applied(before.decode(), fix["edits"]))
+        fixed = probe(folder, "fixed.py")
+        assert fixed["error"] is None, (fix["diff"], fixed)
+        assert set(original["trained"]) <= set(fixed["trained"]), fix["diff"]
+
+
+@pytest.mark.parametrize("name", SAMPLE)
+def test_a_fix_that_passed_its_try_runs_and_trains_when_applied_literally(name, tmp_path):
+    assert name in RAISING
+    shutil.copy(CASES / name, tmp_path / name)
+    check_passed(tmp_path, name, True)
+
+
+@pytest.fixture(scope="module")
+def no_fix_passes(tmp_path_factory):
+    """A script whose one machine fix raises: the first loss's graph is needed by the next."""
+    folder = tmp_path_factory.mktemp("nofix")
+    (folder / "train.py").write_text(
+        "import torch\n"
+        "torch.manual_seed(0)\n"
+        "model = torch.nn.Linear(4, 4)\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "h = torch.zeros(1, 4)\n"
+        "for step in range(3):\n"
+        "    h = torch.tanh(model(h))\n"
+        "    loss = h.pow(2).sum()\n"
+        "    opt.zero_grad()\n"
+        "    loss.backward()\n"
+        "    opt.step()\n"
+        "    if step == 1:\n"
+        "        raise ValueError('the fixed run ends here too')\n"
+    )
+    return folder
+
+
+def test_fix_writes_the_first_fix_that_passed(tmp_path):
+    shutil.copy(CASES / "lstm.py", tmp_path / "lstm.py")
+    text = (tmp_path / "lstm.py").read_text()
+    process, report = diagnose_try(tmp_path, "lstm.py", "--fix")
+    first = next(f for f in report["fixes"] if f["tried"]["outcome"] == "passed")
+    assert (tmp_path / "lstm.py").read_text() == applied(text, first["edits"])
+    assert "--fix wrote fix 1 into lstm.py" in process.stderr
+    assert probe(tmp_path, "lstm.py")["error"] is None
+
+
+def test_fix_writes_nothing_when_no_fix_passed(no_fix_passes):
+    before = (no_fix_passes / "train.py").read_bytes()
+    process, report = diagnose_try(no_fix_passes, "train.py", "--fix")
+    outcomes = [f["tried"]["outcome"] for f in report["fixes"]]
+    assert outcomes and "passed" not in outcomes and "raised" in outcomes
+    assert "ValueError: the fixed run ends here too" in str(report["fixes"])
+    assert (no_fix_passes / "train.py").read_bytes() == before
+    assert "--fix: no fix passed its try; nothing was written" in process.stderr
+
+
+def test_a_try_that_times_out_is_said_and_writes_nothing(no_fix_passes, monkeypatch, capsys):
+    monkeypatch.setattr(diagnose, "TRY_BASE", 0.0)
+    monkeypatch.setattr(diagnose, "TRY_FACTOR", 0.0)
+    before = (no_fix_passes / "train.py").read_bytes()
+    monkeypatch.chdir(no_fix_passes)
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    code = diagnose.main(["--fix", "--json", "report.json", "train.py"])
+    report = json.loads((no_fix_passes / "report.json").read_text())
+    assert code == 1
+    assert {f["tried"]["outcome"] for f in report["fixes"] if f["applicability"] == "machine"} == {
+        "timed out"
+    }
+    assert (no_fix_passes / "train.py").read_bytes() == before
+    assert "nothing was written" in capsys.readouterr().err
+
+
+def test_without_try_the_report_offers_the_command_and_marks_fixes_not_tried(tmp_path):
+    shutil.copy(CASES / "lstm.py", tmp_path / "lstm.py")
+    process, report = diagnose_try(tmp_path, "lstm.py")
+    assert {f["tried"]["outcome"] for f in report["fixes"]} == {"not tried"}
+    last = process.stderr.rstrip().splitlines()[-1]
+    assert last.endswith("python -m backtwice.diagnose --try lstm.py")
+    assert "+    state = tuple(s.detach() for s in state)" in process.stderr
+
+
+def test_no_function_of_the_diagnoser_is_longer_than_80_lines():
+    import ast
+
+    tree = ast.parse(Path(diagnose.__file__).read_text(encoding="utf-8"))
+    long = {
+        n.name: n.end_lineno - n.lineno + 1
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno >= 80
+    }
+    assert long == {}
