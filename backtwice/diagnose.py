@@ -2454,10 +2454,7 @@ def _fix_state(f):
         why = f"Start each step from a fresh leaf `{f.name}`, whose `.grad` is still filled."
         found.append(_fix_of(_after_update(f, fresh), "machine", why))
         found.append(_fix_of(_after_raise(f, fresh), "machine", why))
-    why = (
-        f"Detach `{f.name}` after each step's backward, if no gradient should flow across steps"
-        " (truncated BPTT)."
-    )
+    why = f"Detach `{f.name}` after each backward, if no gradient should cross steps."
     found.append(_fix_of(_after_raise(f, lines), "machine", why))
     if f.nfile == f.rfile and f.nline and f.nline > f.rline:  # updated after the backward
         found.append(_fix_of(_after_update(f, lines), "machine", why))
