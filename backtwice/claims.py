@@ -445,7 +445,7 @@ CLAIMS = (
     Claim(
         "nosave_doubles_silently",
         "cause-1",
-        'Through operations that save nothing, such as <code>+</code> and <code>sum</code>, a second backward silently doubles the gradient, {first} to {second}, by design (<a href="https://github.com/pytorch/pytorch/issues/13494" rel="noreferrer">pytorch#13494</a>).',
+        'Through operations that save nothing, such as <code>+</code> and <code>sum</code>, a second backward silently doubles the gradient, {first} to {second}, by design (<a href="https://github.com/pytorch/pytorch/issues/13494">pytorch#13494</a>).',
         nosave_doubles_silently,
     ),
     Claim(

@@ -1831,7 +1831,7 @@ def _say_carried(w):
         "target": f"{var} is built at {built} before the loop from parameters that this step trains again through a forward pass of its own, so it is a target of the update (an advantage, a TD target): take its values, `{name} = {name}.detach()` after it is built (or build it under `with torch.no_grad():`), so that the call at {raised} goes back through this step only.",
         "frozen": f"{var} (built at {built}) goes back to parameters this loop does not train: use `{name}.detach()` (or build it under `with torch.no_grad():`).",
         "slices": f"{var} is written in place at {written} and kept across steps, so this step's graph runs back through the earlier steps' writes: start each step from a detached copy (`{name} = {name}.detach()`, before the writes) or a fresh tensor (`torch.zeros_like({name})`).",
-        "rnn": f"Detach {var} (built at {built}) after each step: `{name} = {name}.detach()`, so the call at {raised} goes back through this step only.",
+        "rnn": f"Detach {var} after each step, `{name} = {name}.detach()` after the call at {raised}, so that call goes back through one step.",
     }[sub.replace("-both", "").replace("bank", "kept")]
 
 
@@ -3083,31 +3083,32 @@ def format_report(report):
         out.append("fix: " + report["fix"])
     if report["checker"]:
         out.append("checker: the page's " + report["checker"])
-    out += _format_fixes([f for f in report.get("fixes") or [] if f["why"] != report["fix"]])
+    fixes = [f for f in report.get("fixes") or [] if f["why"] != report["fix"]]
+    out += _format_fixes(fixes, lines[0]["file"] if lines else None)
     return "\n".join(out)
 
 
-def _hunks(diff):
-    # The diff's hunks, each header naming its file (the ---/+++ lines left out).
+def _hunks(diff, shown):
+    # The diff's hunks, a header naming its file where it is not the report's (no ---/+++ lines).
     name = None
     for line in diff.splitlines():
         if line.startswith("+++ "):
             name = line[4:]
-        elif line.startswith("@@") and name:
+        elif line.startswith("@@") and name != shown:
             yield f"{name} {line}"
         elif not line.startswith("--- "):
             yield line
 
 
-def _format_fixes(fixes):
+def _format_fixes(fixes, shown):
     out = []
     for number, fix in enumerate(fixes, 1):
         tried = fix["tried"]
         how = tried["outcome"] + (": " + tried["detail"] if tried.get("detail") else "")
         if fix["applicability"] == "manual":
             how = "yours to make"
-        out.append(f"fix {number} ({fix['applicability']}, {how}): {fix['why']}")
-        out += ["    " + line for line in _hunks(fix.get("diff", ""))]
+        out.append(f"fix {number} ({how}): {fix['why']}")
+        out += ["  " + line for line in _hunks(fix.get("diff", ""), shown)]
     return out
 
 

@@ -10,10 +10,15 @@ def measure(retain):
 
     def pack(tensor):
         saved.append((weakref.ref(tensor), tensor.element_size() * tensor.nelement()))
-        return tensor
+        return tensor, tensor._version
+
+    def unpack(packed):  # with the version check a pack hook switches off
+        if packed[0]._version != packed[1]:
+            raise RuntimeError("a saved tensor was modified by an inplace operation")
+        return packed[0]
 
     x = torch.randn(2048, 2048, device=device, requires_grad=True)
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
         loss = x.exp().exp().sum()
     print("retain_graph", retain, "saved tensors", len(saved), "bytes", sum(b for _, b in saved))
     loss.backward(retain_graph=retain)
