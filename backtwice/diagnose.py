@@ -2644,6 +2644,10 @@ def _fix_twice(f):
 
 def _fix_shared(f):
     """Two losses on one forward pass."""
+    if f.again and not f.optimizers:
+        # A loop that updates by hand: what looks like one pass may be state cached in its
+        # first iteration, which a kept graph would reuse, stale, in every later one.
+        return []
     if f.sub == "grad":
         word = "create_graph" if f.grads else "retain_graph"
         return [
@@ -2683,10 +2687,6 @@ def _fix_shared(f):
     if f.between and f.between[0] in ("again", "one"):
         return [_fix_recompute(f)]
     if f.retained or f.trained or f.between:
-        return []
-    if f.again and not f.optimizers:
-        # A loop that updates by hand: what looks like one pass may be state cached in its
-        # first iteration, which retain_graph=True would reuse, stale, in every later one.
         return []
     site = (f.rfile, f.rline) if f.again else (f.ffile, f.fline)
     return [

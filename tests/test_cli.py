@@ -150,7 +150,7 @@ def test_false_claim_stops_the_build(tmp_path, snapshots_copy, snapshot_data):
     assert result.stderr.startswith(
         f"error: {path}: section 'cause-2': the check 'retained_depth_grows_by_one' failed "
         "(depths per step are [4, 5, 9, 7], not +1 a step); the page would say "
-        '"In this toy, with <code>retain_graph=True</code> instead, it grows every step'
+        '"In this toy, with retain_graph=True instead, it grows every step'
     )
     assert result.stderr.endswith("rewrite that sentence in backtwice/claims.py\n")
     assert not (tmp_path / "index.html").exists()
