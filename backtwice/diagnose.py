@@ -113,8 +113,8 @@ def _is_reader(code):
     known = _READER.get(id(code))
     if known is None:
         name = code.co_filename
-        if name.startswith("<"):
-            known = not name.startswith("<frozen")
+        if name.startswith("<"):  # a cell's code is, `python -c`'s and a spawn's are not
+            known = not name.startswith("<frozen") and bool(linecache.getline(name, 1))
         else:
             path = os.path.normcase(os.path.abspath(name))
             known = path != _HERE and not path.startswith(_LIBRARIES)
@@ -2987,6 +2987,8 @@ def _try_one(fix, argv, budget, baseline):
                 {"edits": fix["edits"], "stop_after": baseline["stop"], "result": result}, out
             )
         env = dict(os.environ, **{TRY_ENV: spec})
+        env.pop(CHILD_ENV, None)  # its children run plainly
+        env.pop(CHILD_ENV + "_SCRIPT", None)
         log = os.path.join(folder, "log")
         with open(log, "wb") as out:
             try:
@@ -3307,13 +3309,130 @@ _OWNED = {}
 
 
 def _rank_prefix():
-    """`[rankN]:` as torch's launcher prefixes a rank's lines, when more than one runs."""
+    """`[rankN]:` as torch's launcher prefixes a rank's lines, when more than one runs; in a
+    child process, its rank under torch.multiprocessing.spawn, else its pid."""
     try:
         world = int(os.environ.get("WORLD_SIZE", "1"))
     except ValueError:
-        return ""
+        world = 1
     rank = os.environ.get("RANK", os.environ.get("LOCAL_RANK"))
-    return f"[rank{rank}]:" if world > 1 and rank is not None else ""
+    if world > 1 and rank is not None:
+        return f"[rank{rank}]:"
+    started = sys.modules.get("multiprocessing")  # a worker of a plain run (its own import)
+    started = started is not None and started.parent_process() is not None
+    if not (_CHILD or started or os.getpid() != _PID):  # not a child, forked or started
+        return ""
+    frame = sys._getframe()
+    while frame is not None:  # torch.multiprocessing.spawn's _wrap(fn, i, ...) runs worker i
+        code = frame.f_code
+        if code.co_name == "_wrap" and code.co_filename.endswith("spawn.py"):
+            rank = frame.f_locals.get("i")
+            if isinstance(rank, int):
+                return f"[rank{rank}]:"
+        frame = frame.f_back
+    return f"[pid {os.getpid()}]:"
+
+
+CHILD_ENV = "BACKTWICE_DIAGNOSE_CHILD"
+_CHILD = []  # [True] in a child process this file was loaded into by its sitecustomize
+_PID = os.getpid()
+
+# On a child's PYTHONPATH: chains to the sitecustomize it hides, takes its folder off sys.path,
+# and once the child imports torch, loads this file and records (the report printed as the
+# error is raised, as `with diagnose():` does). A child that never imports torch pays nothing.
+_SITECUSTOMIZE = '''"""Written by backtwice.diagnose for the Python processes a diagnosed script starts."""
+import os
+import sys
+
+
+class _WhenTorch:
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)
+        import importlib.util
+
+        spec = importlib.util.find_spec(name)
+        loader = spec and spec.loader
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        run = loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            try:
+                found = importlib.util.spec_from_file_location("_backtwice_child", os.environ[KEY])
+                child = importlib.util.module_from_spec(found)
+                sys.modules[found.name] = child
+                found.loader.exec_module(child)
+                child._start_child()
+            except Exception as exc:
+                sys.stderr.write("backtwice.diagnose: not diagnosing this child: %r\\n" % (exc,))
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def _start():
+    import importlib.machinery
+    import importlib.util
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", sys.path)
+    if spec is not None and spec.loader is not None:
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["sitecustomize"] = module
+        spec.loader.exec_module(module)
+    if os.environ.get(KEY) and "_backtwice_child" not in sys.modules:
+        sys.meta_path.insert(0, _WhenTorch())
+
+
+KEY = "@KEY@"
+_start()
+'''
+
+
+def _follow_children(script, shown):
+    """Diagnose the Python processes the script starts (multiprocessing's spawn and forkserver
+    workers, torch.multiprocessing.spawn's, subprocess children): a sitecustomize in a folder
+    put first on their PYTHONPATH, removed when this process ends. A forked child needs none."""
+    import atexit
+    import shutil
+
+    folder = tempfile.mkdtemp(prefix="backtwice-children-")
+    with open(os.path.join(folder, "sitecustomize.py"), "w", encoding="utf-8") as out:
+        out.write(_SITECUSTOMIZE.replace("@KEY@", CHILD_ENV))
+    atexit.register(shutil.rmtree, folder, True)
+    os.environ[CHILD_ENV] = os.path.abspath(__file__)
+    os.environ[CHILD_ENV + "_SCRIPT"] = json.dumps([script, shown])
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    os.environ["PYTHONPATH"] = os.pathsep.join([folder, *paths])
+
+
+def _start_child():
+    """In a child process, once it imported torch: record, and report as the error is raised."""
+    _CHILD.append(True)
+    if _active() is None:
+        with contextlib.suppress(ValueError, TypeError):
+            script, shown = json.loads(os.environ.get(CHILD_ENV + "_SCRIPT", ""))
+            _Child(script, shown).start()
+            return
+        _Child().start()
+
+
+class _Child(_Recorder):
+    """A child process's recorder: its report printed as the error is raised, since no runner
+    in this process prints it after the traceback."""
+
+    @property
+    def unprinted(self):
+        return None
+
+    @unprinted.setter
+    def unprinted(self, text):
+        if text is not None:
+            _emit(text)
 
 
 def _device_problem(path):
@@ -3518,6 +3637,7 @@ def main(argv=None):
         state = _Runner(script, shown)
         state.json_path = json_path
         state.start()
+        _follow_children(script, shown)
     tracker = _Tracker() if trying else None
     if tracker is not None:
         tracker.start()
