@@ -2372,7 +2372,9 @@ def _members(path, value):
         return []
     found = [(f"{path}.{k}", v) for k, v in list(attrs.items()) if not k.startswith("_")]
     if isinstance(value, torch.nn.Module):
-        found += [(f"{path}.{k}", v) for k, v in value._modules.items()]
+        found += [
+            (f"{path}[{k}]" if k.isdigit() else f"{path}.{k}", v) for k, v in value._modules.items()
+        ]
         found += [(f"{path}.{k}", v) for k, v in value._buffers.items() if v is not None]
     return found
 
@@ -2381,7 +2383,7 @@ def _fix_deep(f):
     """A tensor kept on an object, found there: store it detached, or detach it after the step."""
     found = []
     for path in f.deep[:3]:
-        attr = re.match(r"[\w.]*\.(\w+)$", path)
+        attr = re.match(r"[\w.\[\]]*\.(\w+)$", path)
         if attr is None:
             continue
         stores = [
@@ -2809,9 +2811,10 @@ def _candidates(f):
 # `--try` runs the script again in a fresh process for each machine-applicable fix, the edits
 # applied in memory (files on disk unchanged), and stops it two calls past the one that raised.
 # A fix passes when that run raises nothing and every parameter that got a gradient before the
-# error in the original run gets a non-zero gradient again.
+# error in the original run gets a non-zero gradient again, also from the step that raised on.
 TRY_ENV = "BACKTWICE_TRY"
-_EDITED = {}  # in a try: {absolute path: edited text}; "__main__": the script's globals
+_EDITED = {}  # in a try: {absolute path: edited text}
+_MAIN = {}  # "globals": the script's, which name the parameters once it has ended
 TRIES = 6
 # A try may take this long: four times what the run took to the error, torch's import included.
 TRY_BASE, TRY_FACTOR = 10.0, 4.0
@@ -2822,23 +2825,46 @@ class _Tracker(_Patches):
 
     def __init__(self, stop_after=None, result=None):
         super().__init__()
-        self.calls, self.raised_at, self.got = 0, None, {}
-        self.stop_after, self.result = stop_after, result
+        self.calls, self.raised_at, self.got, self.late, self.since = 0, None, {}, {}, None
+        self.stop_after, self.result, self.depth = stop_after, result, 0
+        # reach: what the line that raised trained in its calls before (an optimizer holds
+        # it) and reaches again; in a try, what an optimizer stepped with no gradient right
+        # after that call. by_line: {(file, line): ids of the leaves its calls trained}.
+        self.reach, self.watch, self.unstepped, self.hook = [], False, {}, None
+        self.by_line = {}
 
     def start(self):
         for name in ("backward", "grad"):
             self._patch(torch.autograd, name, self._wrap(getattr(torch.autograd, name), name))
         self._track_optimizers()
+        module = sys.modules[torch.optim.Optimizer.__module__]
+        register = getattr(module, "register_optimizer_step_pre_hook", None)
+        if register is not None:
+            self.hook = register(self._stepping)
 
     def stop(self):
         self._unpatch()
+        if self.hook is not None:
+            self.hook.remove()
+
+    def _stepping(self, optimizer, *_):
+        if self.watch:  # a step right after the call that raised in the original run
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    if p.grad is None or not bool(p.grad.ne(0).any()):
+                        self.unstepped[id(p)] = p
 
     def _wrap(self, original, kind):
         @functools.wraps(original)
         def tracked(*args, **kwargs):
             roots = args[0] if args else kwargs.get("tensors" if kind == "backward" else "outputs")
             leaves = _leaves(_kind(roots)[1]) if kind == "backward" else []
-            self.calls += 1
+            # Only the reader's own calls count: those made inside one (a custom Function's
+            # backward taking autograd.grad) do not shift where a try stops.
+            outer, self.depth = self.depth == 0, self.depth + 1
+            self.calls += outer
+            line = _reader_line(sys._getframe(1)) if self.since is None else None
+            before = {id(t): _grad_key(t) for t in leaves} if line else {}
             try:
                 result = original(*args, **kwargs)
             except BaseException as exc:
@@ -2846,18 +2872,30 @@ class _Tracker(_Patches):
                 if self.raised_at is None and (BACKWARD_TWICE in text or INPLACE in text):
                     self.raised_at = self.calls
                     self.baseline = self.names(sys._getframe(1))
+                    trained = self.by_line.get(line, set())
+                    here = {id(t): t for t in leaves if id(t) in trained}
+                    self.reach = _param_names(here, sys._getframe(1), list(self.made))
                 exc.__traceback__ = exc.__traceback__.tb_next
                 raise
+            finally:
+                self.depth -= 1
             inputs = args[1] if kind == "grad" and len(args) > 1 else kwargs.get("inputs")
             if kind == "grad":
                 inputs = [inputs] if isinstance(inputs, torch.Tensor) else list(inputs or ())
                 pairs = [(t, result[i]) for i, t in enumerate(inputs) if i < len(result)]
             else:
                 pairs = ((t, t.grad) for t in leaves)
+            late = self.since is not None and self.calls >= self.since
             for tensor, grad in pairs:
-                if grad is not None and id(tensor) not in self.got and bool(grad.ne(0).any()):
+                if grad is not None and bool(grad.ne(0).any()):
                     self.got[id(tensor)] = tensor
-            if self.stop_after is not None and self.calls >= self.stop_after:
+                    if late:  # from the call that raised in the original run on
+                        self.late[id(tensor)] = tensor
+                    if before.get(id(tensor), 0) != _grad_key(tensor):  # this call's gradient
+                        self.by_line.setdefault(line, set()).add(id(tensor))
+            if outer:
+                self.watch = kind == "backward" and self.calls == self.since
+            if outer and self.stop_after is not None and self.calls >= self.stop_after:
                 self.finish(None, sys._getframe(1))
             return result
 
@@ -2869,13 +2907,29 @@ class _Tracker(_Patches):
 
     def finish(self, error, frame):
         # In a try: say how it went and end the process, as its own exit would not tell.
+        late = _param_names(self.late, frame, list(self.made))
         outcome = {"calls": self.calls, "parameters": self.names(frame), "error": error}
+        outcome["late"] = late
+        outcome["unstepped"] = _param_names(self.unstepped, frame, list(self.made))
         with open(self.result, "w", encoding="utf-8") as out:
             json.dump(outcome, out)
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
         os._exit(0)
+
+
+def _reader_line(frame):
+    """(file, line) of the reader's frame nearest `frame`."""
+    while frame is not None and not _is_reader(frame.f_code):
+        frame = frame.f_back
+    return (frame.f_code.co_filename, frame.f_lineno) if frame is not None else None
+
+
+def _grad_key(tensor):
+    # What tells a new gradient from the one there was: its object and its version.
+    grad = tensor.grad
+    return None if grad is None else (id(grad), grad._version)
 
 
 def _leaves(tensors, limit=SEARCH_LIMIT):
@@ -2895,7 +2949,7 @@ def _leaves(tensors, limit=SEARCH_LIMIT):
 
 
 def _param_names(got, frame, optimizers):
-    named, scopes = {}, [_EDITED.get("__main__") or vars(sys.modules["__main__"])]
+    named, scopes = {}, [_MAIN.get("globals") or vars(sys.modules["__main__"])]
     frames = []
     while frame is not None:
         if _is_reader(frame.f_code):
@@ -2983,9 +3037,9 @@ def _try_one(fix, argv, budget, baseline):
     with tempfile.TemporaryDirectory(prefix="backtwice-try-") as folder:
         spec, result = os.path.join(folder, "spec.json"), os.path.join(folder, "result.json")
         with open(spec, "w", encoding="utf-8") as out:
-            json.dump(
-                {"edits": fix["edits"], "stop_after": baseline["stop"], "result": result}, out
-            )
+            stop = baseline["stop"]
+            spec_data = {"edits": fix["edits"], "stop_after": stop, "since": stop - 2}
+            json.dump(dict(spec_data, result=result), out)
         env = dict(os.environ, **{TRY_ENV: spec})
         env.pop(CHILD_ENV, None)  # its children run plainly
         env.pop(CHILD_ENV + "_SCRIPT", None)
@@ -3017,9 +3071,18 @@ def _verdict(run, baseline):
     if run["error"]:
         return dict(tried, outcome="raised", detail=run["error"])
     missing = [p for p in baseline["parameters"] if p not in run["parameters"]]
+    when = ""
+    if not missing and run["calls"] >= baseline["stop"] - 2:  # and again once past the error
+        missing = [p for p in baseline["parameters"] if p not in run.get("late", [])]
+        when = " in the steps from the one that raised on"
+    if not missing:  # the line that raised trained these before; now stepped with none
+        missing = [p for p in run.get("unstepped", []) if p in baseline.get("reach", [])]
+        when = " from the call that raised before, though an optimizer stepped {} right after"
+        when = when.format("them" if len(missing) > 1 else "it")
     if missing:
         shown = ", ".join(f"`{p}`" for p in missing[:3]) + (" and more" if len(missing) > 3 else "")
-        return dict(tried, outcome="no gradient", detail=f"ran, but {shown} got no gradient")
+        detail = f"ran, but {shown} got no gradient{when}"
+        return dict(tried, outcome="no gradient", detail=detail)
     end = (
         "to its end"
         if run["calls"] < baseline["stop"]
@@ -3036,6 +3099,7 @@ def _child(spec_path, script, run):
         spec = json.load(handle)
     _use_sources(_edited_sources(spec["edits"]))
     tracker = _Tracker(spec["stop_after"], spec["result"])
+    tracker.since = spec.get("since")
     tracker.start()
     try:
         run()
@@ -3063,6 +3127,7 @@ def _try_all(report, argv, tracker, shown, say):
         f"{PREFIX}--try runs {shown} again, once per fix ({len(machine)} runs): whatever it writes, logs or sends, it does again; its files on disk stay as they are\n"
     )
     baseline = {"stop": tracker.raised_at + 2, "parameters": tracker.baseline}
+    baseline["reach"] = tracker.reach
     budget = TRY_BASE + TRY_FACTOR * (time.monotonic() - _STARTED)
     for fix in machine:
         fix["tried"] = _try_one(fix, argv, budget, baseline)
@@ -3562,7 +3627,7 @@ def _module(args):
         # a plain run's does; in a fresh __main__, as this file may be __main__ itself.
         module = types.ModuleType("__main__")
         saved, sys.modules["__main__"] = sys.modules["__main__"], module
-        _EDITED["__main__"] = module.__dict__
+        _MAIN["globals"] = module.__dict__
         try:
             runpy._run_module_as_main(args[1], alter_argv=True)
         finally:
@@ -3723,7 +3788,7 @@ def _run_script(script):
     module = types.ModuleType("__main__")
     module.__dict__.update(__file__=script, __builtins__=builtins, __cached__=None)
     saved, sys.modules["__main__"] = sys.modules["__main__"], module
-    _EDITED["__main__"] = module.__dict__  # what names the parameters once it has ended
+    _MAIN["globals"] = module.__dict__
     try:
         exec(code, module.__dict__)
     finally:
