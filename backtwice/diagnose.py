@@ -2827,11 +2827,13 @@ class _Tracker(_Patches):
         super().__init__()
         self.calls, self.raised_at, self.got, self.late, self.since = 0, None, {}, {}, None
         self.stop_after, self.result, self.depth = stop_after, result, 0
-        # reach: what the line that raised trained in its calls before (an optimizer holds
-        # it) and reaches again; in a try, what an optimizer stepped with no gradient right
-        # after that call. by_line: {(file, line): ids of the leaves its calls trained}.
+        # reach: what the line that raised trained in its calls before and reaches again;
+        # by_line: {(file, line): ids of the parameters an optimizer stepped right after one
+        # of its calls, with that call's gradient}; pending: (line, ids) of the last call.
+        # In a try, unstepped: what an optimizer stepped with no gradient right after the
+        # call at the index that raised.
         self.reach, self.watch, self.unstepped, self.hook = [], False, {}, None
-        self.by_line = {}
+        self.by_line, self.pending = {}, None
 
     def start(self):
         for name in ("backward", "grad"):
@@ -2848,6 +2850,9 @@ class _Tracker(_Patches):
             self.hook.remove()
 
     def _stepping(self, optimizer, *_):
+        if self.pending is not None:  # a step right after a call: what it trains
+            line, fresh = self.pending
+            self.by_line.setdefault(line, set()).update(fresh & _held(optimizer))
         if self.watch:  # a step right after the call that raised in the original run
             for group in optimizer.param_groups:
                 for p in group["params"]:
@@ -2865,6 +2870,8 @@ class _Tracker(_Patches):
             self.calls += outer
             line = _reader_line(sys._getframe(1)) if self.since is None else None
             before = {id(t): _grad_key(t) for t in leaves} if line else {}
+            if outer:
+                self.pending = None
             try:
                 result = original(*args, **kwargs)
             except BaseException as exc:
@@ -2891,8 +2898,9 @@ class _Tracker(_Patches):
                     self.got[id(tensor)] = tensor
                     if late:  # from the call that raised in the original run on
                         self.late[id(tensor)] = tensor
-                    if before.get(id(tensor), 0) != _grad_key(tensor):  # this call's gradient
-                        self.by_line.setdefault(line, set()).add(id(tensor))
+                    if outer and id(tensor) in before and before[id(tensor)] != _grad_key(tensor):
+                        self.pending = self.pending or (line, set())  # this call's gradient
+                        self.pending[1].add(id(tensor))
             if outer:
                 self.watch = kind == "backward" and self.calls == self.since
             if outer and self.stop_after is not None and self.calls >= self.stop_after:
@@ -3071,12 +3079,13 @@ def _verdict(run, baseline):
     if run["error"]:
         return dict(tried, outcome="raised", detail=run["error"])
     missing = [p for p in baseline["parameters"] if p not in run["parameters"]]
+    reach = baseline.get("reach", [])
     when = ""
     if not missing and run["calls"] >= baseline["stop"] - 2:  # and again once past the error
-        missing = [p for p in baseline["parameters"] if p not in run.get("late", [])]
+        missing = [p for p in reach if p not in run.get("late", [])]
         when = " in the steps from the one that raised on"
     if not missing:  # the line that raised trained these before; now stepped with none
-        missing = [p for p in run.get("unstepped", []) if p in baseline.get("reach", [])]
+        missing = [p for p in run.get("unstepped", []) if p in reach]
         when = " from the call that raised before, though an optimizer stepped {} right after"
         when = when.format("them" if len(missing) > 1 else "it")
     if missing:
