@@ -3470,10 +3470,13 @@ _start()
 def _follow_children(script, shown):
     """Diagnose the Python processes the script starts (multiprocessing's spawn and forkserver
     workers, torch.multiprocessing.spawn's, subprocess children): a sitecustomize in a folder
-    put first on their PYTHONPATH, removed when this process ends. A forked child needs none."""
+    put first on their PYTHONPATH. A forked child needs none. Returns what puts the
+    environment back and removes the folder, once the script has ended."""
     import atexit
     import shutil
 
+    names = ("PYTHONPATH", CHILD_ENV, CHILD_ENV + "_SCRIPT")
+    saved = {name: os.environ.get(name) for name in names}
     folder = tempfile.mkdtemp(prefix="backtwice-children-")
     with open(os.path.join(folder, "sitecustomize.py"), "w", encoding="utf-8") as out:
         out.write(_SITECUSTOMIZE.replace("@KEY@", CHILD_ENV))
@@ -3482,6 +3485,16 @@ def _follow_children(script, shown):
     os.environ[CHILD_ENV + "_SCRIPT"] = json.dumps([script, shown])
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     os.environ["PYTHONPATH"] = os.pathsep.join([folder, *paths])
+
+    def restore():
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        shutil.rmtree(folder, True)
+
+    return restore
 
 
 def _start_child():
@@ -3498,6 +3511,8 @@ def _start_child():
 class _Child(_Recorder):
     """A child process's recorder: its report printed as the error is raised, since no runner
     in this process prints it after the traceback."""
+
+    child = True
 
     @property
     def unprinted(self):
@@ -3707,11 +3722,14 @@ def main(argv=None):
     if os.environ.get(TRY_ENV):
         return _child(os.environ[TRY_ENV], script, run)
     state = _active()
+    if getattr(state, "child", False):  # a diagnosed script's child runs the diagnoser itself
+        state.stop()
+        state = None
     if state is None:
         state = _Runner(script, shown)
         state.json_path = json_path
         state.start()
-        _follow_children(script, shown)
+        state.restore_env = _follow_children(script, shown)
     tracker = _Tracker() if trying else None
     if tracker is not None:
         tracker.start()
@@ -3808,6 +3826,7 @@ def _end(state, json_path):
     state.stop()
     if isinstance(state, _Runner):
         state.unguard()
+        getattr(state, "restore_env", lambda: None)()
     if json_path:
         _write_json(json_path, state.result())
 

@@ -5,11 +5,14 @@ Each test runs the script plainly and under the diagnoser and compares what the 
 (exit status, stdout, stderr without the child's report lines, files written), then reads the
 child's report from its prefixed lines: its cause and its lines."""
 
+import os
 import re
 import subprocess
 import sys
 
 import pytest
+
+from backtwice import diagnose
 
 from .test_diagnose_robust import TIMEOUT, environment, line_of, write
 
@@ -253,3 +256,22 @@ def test_diagnose_block_in_a_spawned_worker_names_no_launcher_frame(tmp_path):
     assert "<string>" not in done.stderr and "called from" not in done.stderr, done.stderr
     want = {"forward": line_of(script, "forward"), "raises": line_of(script, "raises")}
     assert lines_named(reports["rank1"]) == want, reports
+
+
+def test_the_runner_leaves_the_environment_as_it_was(tmp_path, monkeypatch):
+    write(tmp_path, "clean.py", "print('ran')\n")
+    monkeypatch.chdir(tmp_path)
+    before = dict(os.environ)
+    assert diagnose.main(["clean.py"]) == 0
+    assert dict(os.environ) == before
+
+
+def test_a_child_that_runs_the_diagnoser_itself_gets_the_runners_report(tmp_path):
+    write(tmp_path, "child.py", CHILD)
+    command = "[sys.executable, '-m', 'backtwice.diagnose', 'child.py', '3']"
+    write(tmp_path, "parent.py", PARENT.replace('[sys.executable, "child.py", "3"]', command))
+    done = run(tmp_path, "-m", "backtwice.diagnose", "parent.py")
+    assert not CHILD_LINE.search(done.stderr), done.stderr  # the inner runner's, unprefixed
+    lines = done.stderr.rstrip().splitlines()
+    assert lines[-1].startswith("backtwice.diagnose: to try each fix on child.py"), done.stderr
+    assert "Traceback (most recent call last):" in done.stderr.split("backtwice.diagnose:")[0]
