@@ -57,7 +57,9 @@ BASES = {
 
 
 def diff_hunks(old, new, context=1, skip=lambda line: False):
-    """Lines that turn `old` into `new`, with `context` unchanged lines around each change.
+    """Lines that turn `old` into `new`, with `context` unchanged lines around each change
+    that adds or removes lines; one that only rewrites lines has none (its removed lines say
+    where it is: page weight), as the checker's diffs.
 
     Returns (kind, number in new or None, text) with kind ' ', '-', '+', or '…' between hunks.
     """
@@ -69,6 +71,8 @@ def diff_hunks(old, new, context=1, skip=lambda line: False):
     for group in matcher.get_grouped_opcodes(context):
         if lines:
             lines.append(("…", None, ""))
+        if all(op[0] in ("equal", "replace") for op in group):
+            group = [op for op in group if op not in (group[0], group[-1]) or op[0] != "equal"]
         for tag, i1, i2, j1, j2 in group:
             if tag == "equal":
                 lines += [(" ", b_numbered[j][0], b[j]) for j in range(j1, j2)]
