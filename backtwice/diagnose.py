@@ -3477,10 +3477,13 @@ def _follow_children(script, shown):
 
     names = ("PYTHONPATH", CHILD_ENV, CHILD_ENV + "_SCRIPT")
     saved = {name: os.environ.get(name) for name in names}
-    folder = tempfile.mkdtemp(prefix="backtwice-children-")
-    with open(os.path.join(folder, "sitecustomize.py"), "w", encoding="utf-8") as out:
-        out.write(_SITECUSTOMIZE.replace("@KEY@", CHILD_ENV))
-    atexit.register(shutil.rmtree, folder, True)
+    try:  # where it cannot be written (no space, a file size limit), children run plainly
+        folder = tempfile.mkdtemp(prefix="backtwice-children-")
+        atexit.register(shutil.rmtree, folder, True)
+        with open(os.path.join(folder, "sitecustomize.py"), "w", encoding="utf-8") as out:
+            out.write(_SITECUSTOMIZE.replace("@KEY@", CHILD_ENV))
+    except OSError:
+        return lambda: None
     os.environ[CHILD_ENV] = os.path.abspath(__file__)
     os.environ[CHILD_ENV + "_SCRIPT"] = json.dumps([script, shown])
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
