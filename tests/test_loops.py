@@ -649,3 +649,69 @@ def test_a_wgan_gp_is_answered_under_either_reading_of_question_four(loops):
         assert checker.call_of(run.raised.code) == "g_loss.backward()", key
         assert "D(fake.detach())" in run.fix.source and "retain_graph" not in run.fix.source
         assert all(g.norm is not None for s in run.fix.steps for g in s.grads), key
+
+
+# The issue's new cases: each fix, run, trains every parameter its loop trained before.
+NEW_CASES = (
+    "later-one-bank-none~cache",
+    "later-one-bank-retain~cache",
+    "later-one-rnn-none~baseline",
+    "later-one-rnn-none~meta",
+    "later-grad-rnn-create",
+    "first-one-nothing-none",
+    "first-twice-nothing-none~closure",
+)
+
+
+def measured_steps(source):
+    """Run a loop's source measured; its completed steps as the snapshot holds them."""
+    job = {"id": "loop t", "file": "<loop t>", "source": source}
+    error, _, recorder, _ = harness.execute_loop(job, measure=True)
+    assert error is None
+    return tuple(
+        snap.Step(
+            s["step"],
+            tuple(s["depths"]),
+            s["saved"],
+            tuple(snap.Grad(g["name"], g["norm"]) for g in s["grads"]),
+        )
+        for s in recorder.completed()
+    )
+
+
+def test_no_fix_shown_leaves_a_parameter_its_loop_trained_without_a_gradient(loops):
+    """The capture's per-step parameter record: every parameter a loop gave a gradient at a step
+    it completed gets one at every step of the fix the page shows; checker.build stops on a fix
+    that does not (here, the tempting detach() of a bias cached from trained weights)."""
+    import dataclasses
+
+    from backtwice.errors import ClaimError
+
+    shown = [k for k, run in loops.items() if run.source != run.fix.source]
+    assert set(NEW_CASES) <= set(shown)
+    for key in shown:
+        assert checker.dropped_by_fix(loops[key]) == [], key
+    for key in NEW_CASES:
+        run = loops[key]
+        trained = {g.name for s in run.steps for g in s.grads if g.norm is not None}
+        for step in run.fix.steps:
+            assert trained <= {g.name for g in step.grads if g.norm is not None}, key
+            assert all(g.norm is not None for g in step.grads), key
+    # L-BFGS computes the gradients inside step(closure): recorded after the closure, not before
+    lbfgs = loops["first-one-nothing-none"].fix.steps
+    assert len(lbfgs) == loop.STEPS and all(g.norm for s in lbfgs for g in s.grads)
+
+    run = loops["later-one-bank-none~cache"]
+    source = run.fix.source.replace(
+        "squeeze(-1)  # computed in each forward",
+        "squeeze(-1).detach()  # computed in each forward",
+    )
+    assert source != run.fix.source
+    steps = measured_steps(source)
+    assert all(g.norm is None for s in steps for g in s.grads if g.name == "model.rel.weight")
+    doctored = dict(loops)
+    fix = dataclasses.replace(run.fix, steps=steps)
+    doctored["later-one-bank-none~cache"] = dataclasses.replace(run, fix=fix)
+    assert checker.dropped_by_fix(doctored["later-one-bank-none~cache"]) == ["model.rel.weight"]
+    with pytest.raises(ClaimError, match="leaves model.rel.weight without a gradient"):
+        checker.build(doctored)
