@@ -53,11 +53,14 @@ def variants(key):
     ]
 
 
-def answer(page, key):
+def answer(page, key, on_the_way=None):
+    """Answer the four questions for a combination; call on_the_way() after each new answer."""
     for name, value in answers(key).items():
         radio = page.locator(f"input[name='{name}'][value='{value}']")
         if not radio.is_checked():
             radio.check()
+            if on_the_way:
+                on_the_way()
 
 
 def diff_text(old, new, context=checker.CONTEXT):
@@ -137,7 +140,7 @@ def test_every_combination_through_the_form(page: Page, built_page, expected):
     page.goto(built_page.as_uri())
     assert sorted(expected["results"]) == sorted(COMBOS)
     for key in COMBOS:
-        answer(page, key)
+        answer(page, key, lambda key=key: assert_greyed_say_why(page, key))
         assert page.evaluate("location.hash") == "#" + fragment(key)
         assert_result(page, expected, key)
         shown = page.locator("#result").inner_text()
@@ -196,8 +199,18 @@ def assert_words_for_a_reader(page, key):
     headline = page.locator("#result h3").inner_text()
     assert len(headline.split()) <= 30, (key, headline)
     for text in page.evaluate(SENTENCES):
-        assert not re.search(r"[\w)]\.backward\(", without_examples(text)), (key, text)
+        bare = without_examples(text)
+        assert not re.search(r"[\w)]\.backward\(", bare), (key, text)
+        # a call is named by whose it is: "your backward() after autograd.grad()", "the
+        # backward() in your closure", never the loop's own line outside an example
+        for at in re.finditer(r"\bat ([^():]*?)\b(backward|autograd\.grad)\(\)", bare):
+            assert at.group(1).startswith(("your ", "the ", "G's ", "D's ")), (key, text)
         assert not re.search(r"\d+ saved tensors?|\d+ training loops", text), (key, text)
+    assert_greyed_say_why(page, key)
+
+
+def assert_greyed_say_why(page, key):
+    """Every greyed option says why, on hover and to a screen reader, at any point of the walk."""
     for option, title, note in page.evaluate(GREYED):
         assert title.startswith("Not offered with your answer to question "), (key, option)
         assert note.startswith("Greyed: not offered with your answer to question "), (key, option)
@@ -222,9 +235,14 @@ def test_a_reader_whose_code_raises_is_told_what_to_check_next(page: Page, built
 def test_the_options_that_cannot_occur_are_disabled(page: Page, built_page):
     page.goto(built_page.as_uri())
     page.locator("input[name='when'][value='later']").check()
-    for value in ("shared", "gan", "gfirst", "grad", "dist", "ac"):
+    for value in ("shared", "gan", "gfirst", "dist", "ac"):
         expect(page.locator(f"input[name='calls'][value='{value}']")).to_be_disabled()
     expect(page.locator("input[name='calls'][value='twice']")).to_be_enabled()  # a re-run cell
+    # unrolled meta-learning: autograd.grad with create_graph=True, its weights carried over
+    page.locator("input[name='calls'][value='grad']").check()
+    expect(page.locator("input[name='reach'][value='rnn']")).to_be_checked()  # the only one
+    expect(page.locator("input[name='retain'][value='create']")).to_be_checked()
+    expect(page.locator("input[name='retain'][value='create']")).to_be_enabled()
     page.locator("input[name='calls'][value='one']").check()
     expect(page.locator("input[name='reach'][value='nothing']")).to_be_disabled()
     expect(page.locator("input[name='reach'][value='lstm-both']")).to_be_enabled()
@@ -235,6 +253,9 @@ def test_the_options_that_cannot_occur_are_disabled(page: Page, built_page):
     expect(page.locator("input[name='retain'][value='create']")).to_be_enabled()  # WGAN-GP
     page.locator("input[name='calls'][value='twice']").check()
     expect(page.locator("input[name='retain'][value='create']")).to_be_disabled()
+    page.locator("input[name='calls'][value='one']").check()  # one backward(), in a closure
+    expect(page.locator("input[name='retain'][value='retain']")).to_be_disabled()
+    expect(page.locator("#result h3")).to_contain_text("in your closure, called again by L-BFGS")
 
 
 def test_before_any_answer_the_checker_claims_nothing(page: Page, built_page):
@@ -248,7 +269,7 @@ def test_before_any_answer_the_checker_claims_nothing(page: Page, built_page):
     "bad, asks",
     [
         ("when=never&calls=one&reach=rnn&retain=none", "Answer question 1 too"),
-        ("when=first&calls=one", "Answer the four questions above"),
+        ("when=first&calls=shared", "Answer question 4 too"),
         ("x=%ZZ&&=", "Answer the four questions above"),
         ("when=", "Answer the four questions above"),
     ],
@@ -383,6 +404,9 @@ EXPERT = {
     "WGAN-GP": ("", "D(fake.detach()).mean()"),
     "Saved tensors read after backward": ("", "._saved_result"),
     "retain_graph=True, then an in-place error": ("", "h = h.detach()"),
+    "REINFORCE with a moving-average baseline": ("baseline", "0.1 * reward.mean().item()"),
+    "Unrolled meta-learning": ("", "    w = w.detach().requires_grad_()"),
+    "L-BFGS with a closure": ("", "# the forward pass, in the closure"),
 }
 
 
@@ -397,7 +421,7 @@ def test_every_preset_shows_its_case_and_the_experts_fix(
     title, added = EXPERT[name]
     block = page.locator("#result div.variant")
     if title:
-        block = block.filter(has=page.locator("h4", has_text="notebook cell"))
+        block = block.filter(has=page.locator("h4", has_text=title))
     lines = block.locator("pre.diff .ins").all_text_contents()
     assert any(added in line for line in lines), lines
     assert not any("retain_graph=True" in line for line in lines)
@@ -423,8 +447,9 @@ def test_keyboard_only(page: Page, built_page, expected):
     page.keyboard.press("Space")
     expect(first).to_be_checked()
     page.keyboard.press("Tab")
-    expect(page.locator("input[name='calls'][value='twice']")).to_be_focused()  # 'one' is disabled
-    page.keyboard.press("Space")
+    expect(page.locator("input[name='calls'][value='one']")).to_be_focused()  # L-BFGS's closure
+    page.keyboard.press("ArrowDown")
+    expect(page.locator("input[name='calls'][value='twice']")).to_be_checked()
     page.keyboard.press("Tab")
     expect(page.locator("input[name='reach'][value='nothing']")).to_be_focused()
     page.keyboard.press("Tab")
