@@ -515,14 +515,17 @@ def fix_edits(run: LoopRun, variant):
 
 
 def diff_hunks(old, new, context=CONTEXT):
-    """The changed lines of two sources with `context` lines around them, as (kind, text)
-    pairs: ' ', '-', '+', and ('@', '') between hunks."""
+    """The changed lines of two sources as (kind, text) pairs: ' ', '-', '+', and ('@', '')
+    between hunks. A hunk that adds or removes lines has `context` lines around it; one that
+    only rewrites lines has none (its removed lines say where it is: page weight)."""
     lines = []
-    matcher = difflib.SequenceMatcher(None, old.splitlines(), new.splitlines(), autojunk=False)
     a, b = old.splitlines(), new.splitlines()
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
     for group in matcher.get_grouped_opcodes(context):
         if lines:
             lines.append(("@", ""))
+        if all(op[0] in ("equal", "replace") for op in group):
+            group = [op for op in group if op not in (group[0], group[-1]) or op[0] != "equal"]
         for tag, i1, i2, j1, j2 in group:
             if tag == "equal":
                 lines += [(" ", line) for line in a[i1:i2]]
@@ -626,7 +629,6 @@ SHORT = {
     "grad": "autograd.grad",
     "dist": "distributions",
     "ac": "actor-critic",
-    "nothing": "nothing reused",
     "rnn": "state carried",
     "lstm": "LSTM, c kept",
     "lstm-both": "LSTM (h, c) kept",
@@ -635,20 +637,22 @@ SHORT = {
     "total": "loss total",
     "kept": "outputs kept",
     "bank": "memory bank",
-    "none": "no retain",
     "retain": "retain_graph",
     "create": "create_graph",
 }
 
 
 def label_of(key):
-    """A combination's answers in words, for the table of loops."""
-    return ", ".join(SHORT[a] for a in split_key(key)[0])
+    """A combination's answers in words, for the table of loops; 'nothing reused' and 'no
+    retain' go without saying (page weight)."""
+    return ", ".join(SHORT[a] for a in split_key(key)[0] if a not in ("nothing", "none"))
 
 
 # The script's data holds each result, block and tried change as a list in this field order, not
 # an object (page weight: 36 results repeat every key); static/checker.js reads the same order.
 RESULT = ("n", "s", "b", "t")  # note, section, blocks, tried changes
+# The script writes what every sentence of a kind has: a label's capital and its ':', a verdict's
+# capital and its '.', 'Fix: ' and '; ' between a fix's edits and its '.', a tried change's ':'.
 # A block holds no exact text: its headline or verdict quotes the message's first clause, the loop's
 # tensor shapes are not the reader's, and the page's message is in full under "The error".
 BLOCK = ("k", "l", "v", "f", "d", "x")  # kind, label, verdict, fix, diff, fixed
@@ -735,11 +739,11 @@ def build(loops):
                     "change fix() in repro/loop.py",
                 )
             block = {
-                "l": refs(capital([cond, ":"])) if cond else "",
+                "l": refs([cond]) if cond else "",
                 "k": v.kind,
                 # one sentence per variant; a single loop's is the headline, unless it runs at a cost
-                "v": refs(capital([*v.parts, "."])) if cond or v.kind == "costs" else "",
-                "f": refs(fix_pieces(edits)) if edits else "",
+                "v": refs(v.parts) if cond or v.kind == "costs" else "",
+                "f": refs(edits),
                 "d": encode_diff(diff_hunks(run.source, run.fix.source), ref) if edits else "",
                 "x": ref(fixed_sentence(run) if edits else None),
             }
@@ -770,8 +774,8 @@ def build(loops):
             still = v.kind == "raises" and main.raised and main.raised.message == run.raised.message
             tried.append(
                 {
-                    "l": ref(label + ":"),
-                    "v": refs(["still " if still else "", *v.parts, "."]),
+                    "l": ref(label),
+                    "v": refs(["still " if still else "", *v.parts]),
                     "d": encode_diff(diff_hunks(main.source, run.source, 1), ref),
                 }
             )

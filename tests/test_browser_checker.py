@@ -37,6 +37,10 @@ def joined(data, pieces):
     return None if pieces == "" else "".join(data["strings"][int(i)] for i in pieces.split())
 
 
+def capital(text):
+    return text[0].upper() + text[1:]
+
+
 def answers(key):
     return dict(zip(NAMES, checker.split_key(key)[0], strict=True))
 
@@ -72,6 +76,8 @@ def diff_text(old, new, context=checker.CONTEXT):
     for group in difflib.SequenceMatcher(None, a, b, autojunk=False).get_grouped_opcodes(context):
         if out:
             out.append("\u22ef\n")
+        if {tag for tag, *_ in group} <= {"equal", "replace"}:  # a rewrite: no context around it
+            group = [op for op in group if op[0] != "equal" or op not in (group[0], group[-1])]
         for tag, i1, i2, j1, j2 in group:
             if tag == "equal":
                 out += [f"  {line}\n" for line in a[i1:i2]]
@@ -95,14 +101,19 @@ def assert_result(page, data, key):
         part = blocks.nth(i)
         run = LOOPS[loop_key]
         if block["l"]:
-            expect(part.locator("h4")).to_have_text(joined(data, block["l"]))
+            expect(part.locator("h4")).to_have_text(capital(joined(data, block["l"])) + ":")
         # No exact text: the headline or the verdict quotes the message's first clause.
         expect(part.locator("dl, dd")).to_have_count(0)
         if run.raised is not None:
             said = HEADLINES[key] + " " + (joined(data, block["v"]) or "")
             assert checker.first_clause(run.raised.message) in said, (key, i)
+        if block["v"]:
+            expect(part.locator("p:not(.fix):not(.fixed)")).to_have_text(
+                capital(joined(data, block["v"])) + "."
+            )
         if block["f"]:
-            expect(part.locator("p.fix")).to_have_text(joined(data, block["f"]))
+            edits = [data["strings"][int(i)] for i in block["f"].split()]
+            expect(part.locator("p.fix")).to_have_text("Fix: " + "; ".join(edits) + ".")
             assert part.locator("pre.diff").text_content() == diff_text(run.source, run.fix.source)
         else:
             expect(part.locator("pre.diff")).to_have_count(0)
@@ -112,7 +123,9 @@ def assert_result(page, data, key):
     for i, loop_key in enumerate(dead):
         item = tried.nth(i)
         entry = result["t"][i]
-        expect(item).to_contain_text(data["strings"][entry["l"]] + " " + joined(data, entry["v"]))
+        expect(item).to_contain_text(
+            data["strings"][entry["l"]] + ": " + joined(data, entry["v"]) + "."
+        )
         assert item.locator("pre.diff").text_content() == diff_text(
             LOOPS[key].source, LOOPS[loop_key].source, 1
         )

@@ -519,19 +519,19 @@ def test_saved_tensor_counter_keeps_the_inplace_check(case, anomaly):
     assert messages[1] == messages[0]
 
 
-def test_diff_hunks_keep_one_line_of_context_and_mark_gaps():
+def test_diff_hunks_keep_one_line_of_context_where_lines_come_or_go_and_mark_gaps():
     old = "".join(f"line {i}\n" for i in range(1, 13))
     new = old.replace("line 3\n", "line three\n").replace("line 11\n", "")
     assert checker.diff_hunks(old, new) == [
-        (" ", "line 2"),
-        ("-", "line 3"),
+        ("-", "line 3"),  # rewritten: the removed line says where
         ("+", "line three"),
-        (" ", "line 4"),
         ("@", ""),
-        (" ", "line 10"),
+        (" ", "line 10"),  # removed: the lines around it say where
         ("-", "line 11"),
         (" ", "line 12"),
     ]
+    added = old.replace("line 6\n", "line 6\nline 6b\n")
+    assert checker.diff_hunks(old, added) == [(" ", "line 6"), ("+", "line 6b"), (" ", "line 7")]
 
 
 def test_headlines_say_runs_only_under_a_condition_where_a_variant_raises(loops):
