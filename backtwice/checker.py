@@ -742,7 +742,10 @@ def build(loops):
                 "l": refs([cond]) if cond else "",
                 "k": v.kind,
                 # one sentence per variant; a single loop's is the headline, unless it runs at a cost
-                "v": refs(v.parts) if cond or v.kind == "costs" else "",
+                # a shape that runs as the usual code does: say so, it is not the cause
+                "v": refs([*v.parts, ", nothing to fix" if v.kind == "runs" and not edits else ""])
+                if cond or v.kind == "costs"
+                else "",
                 "f": refs(edits),
                 "d": encode_diff(diff_hunks(run.source, run.fix.source), ref) if edits else "",
                 "x": ref(fixed_sentence(run) if edits else None),
