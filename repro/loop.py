@@ -6,16 +6,19 @@ The checker on the page asks, in the reader's terms:
   calls   the step's backward calls: one; the same loss twice; two losses sharing a forward
           pass; a GAN's D step then G step; a GAN that trains G first; autograd.grad then
           backward; two losses from one torch.distributions object; actor-critic on one trunk
-  reach   what reaches into an earlier step: nothing; an RNN or GRU hidden state; an LSTM whose
-          h is detached but c is not; an LSTM whose (h, c) is not detached at all; a tensor
-          computed before the loop from trained parameters; features from a frozen model
-          computed before the loop; a running total of the loss; outputs kept in a list; a
-          memory bank or module attribute holding outputs
+  reach   what reaches into an earlier step: nothing; state carried over (an RNN or GRU hidden
+          state, a REINFORCE moving-average baseline, unrolled meta-learning's weights); an
+          LSTM whose h is detached but c is not; an LSTM whose (h, c) is not detached at all; a
+          tensor computed before the loop from trained parameters; features from a frozen model
+          computed before the loop; a running total of the loss; outputs the loss trains through
+          again (replay); a tensor kept in a list or on self (a past output, a cache built from
+          trained weights, or one read in the same step: what decides the fix)
   retain  whether retain_graph=True (or create_graph=True) was added to the first call
 
 The four answers do not settle everything: whether an optimizer step() runs between a kept
 graph's two uses, whether an RNN is a cell or runs over a sequence, whether G's loss reuses D's
-output. Each such combination is captured as several loops, one per variant (Answers.variant),
+output, whether a tensor kept on self is a past output or a cache, whether a single backward()
+sits in a closure L-BFGS calls again. Each such combination is captured as several loops, one per variant (Answers.variant),
 and the verdict says which does what. Some variants are the non-fixes readers try (DEAD_ENDS),
 run to show what they do.
 
