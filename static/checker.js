@@ -17,8 +17,11 @@
   Object.keys(data.results).forEach(function (k, i) { BY_ANSWERS[KEYS[i].join(" ")] = k; });
 
   function text(i) { return i === null ? null : data.strings[i]; }
-  // A sentence stored in pieces: string indices separated by spaces, joined as they are.
-  function joined(s) { return s === "" ? null : s.split(" ").map(function (i) { return data.strings[i]; }).join(""); }
+  // A sentence stored in pieces: string indices separated by spaces, joined as they are (or,
+  // for a fix's edits, by glue).
+  function joined(s, glue) { return s.split(" ").map(text).join(glue || ""); }
+  // A label or a verdict begins with a capital (checker.py stores what the tried changes share).
+  function cap(s) { return s[0].toUpperCase() + s.slice(1); }
 
   var INPUTS = {};
   NAMES.forEach(function (n) {
@@ -180,10 +183,10 @@
     if (r[0] !== null) box.append(el("p", "note", text(r[0])));
     r[2].forEach(function (b) {
       var part = el("div", "variant " + b[0]);
-      if (b[1] !== "") part.append(el("h4", null, joined(b[1])));
-      if (b[2] !== "") part.append(el("p", null, joined(b[2])));
+      if (b[1] !== "") part.append(el("h4", null, cap(joined(b[1])) + ":"));
+      if (b[2] !== "") part.append(el("p", null, cap(joined(b[2])) + "."));
       if (b[3] !== "") {
-        part.append(el("p", "fix", joined(b[3])));
+        part.append(el("p", "fix", "Fix: " + joined(b[3], "; ") + "."));
         part.append(diff(b[4]));
         part.append(el("p", "fixed", text(b[5])));
       }
@@ -195,8 +198,8 @@
       var items = el("ul");
       r[3].forEach(function (t) {
         var li = el("li");
-        li.append(el("strong", null, text(t[0])));
-        li.append(document.createTextNode(" " + joined(t[1])));
+        li.append(el("strong", null, text(t[0]) + ":"));
+        li.append(document.createTextNode(" " + joined(t[1]) + "."));
         li.append(diff(t[2]));
         items.append(li);
       });
