@@ -536,11 +536,18 @@ def diff_hunks(old, new, context=CONTEXT):
 
 
 def encode_diff(lines, ref):
-    """A diff as one string: '5' unchanged line, '-20' removed, '+21' added, '@' a gap."""
-    return " ".join(
-        "@" if kind == "@" else ("" if kind == " " else kind) + str(ref(text))
-        for kind, text in lines
-    )
+    """A diff as one string: each line its sign ('=' unchanged, '-' removed, '+' added) and its
+    string's index, left out when it is the line before's index plus one (strings are numbered
+    in first use, so a diff's new lines follow on: page weight); '@' a gap between hunks."""
+    out, last = [], -1
+    for kind, text in lines:
+        if kind == "@":
+            out.append("@")
+            continue
+        index = ref(text)
+        out.append(("=" if kind == " " else kind) + ("" if index == last + 1 else str(index)))
+        last = index
+    return "".join(out)
 
 
 def section_of(run: LoopRun, kind):
@@ -677,6 +684,12 @@ def unpacked(row):
     kinds = {b["k"] for b in result["b"]}
     result["kind"] = kinds.pop() if len(kinds) == 1 else "mixed"
     return result
+
+
+def page_data(data):
+    """The data as the page sends it: the results in the order of the table of loops (sorted by
+    key), without their keys, which the script reads from the table's row ids (page weight)."""
+    return {**data, "results": [data["results"][key] for key in sorted(data["results"])]}
 
 
 def build(loops):

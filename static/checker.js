@@ -8,13 +8,17 @@
   var out = document.getElementById("result");
   var NAMES = data.names;
   var OTHER = "other";
+  // The table of loops lists the combinations, each row's id "loop-" and its key; the data holds
+  // their results in the rows' order (checker.py: page_data).
+  var ROWS = Array.prototype.slice.call(document.querySelectorAll("#loops tbody tr"));
+  var COMBOS = ROWS.map(function (row) { return row.id.slice(5); });
   // A key joins the four answers with "-"; only the reach "lstm-both" holds one itself.
-  var KEYS = Object.keys(data.results).map(function (k) {
+  var KEYS = COMBOS.map(function (k) {
     var a = k.split("-");
     return a.length > 4 ? [a[0], a[1], a[2] + "-" + a[3], a[4]] : a;
   });
-  var BY_ANSWERS = {};
-  Object.keys(data.results).forEach(function (k, i) { BY_ANSWERS[KEYS[i].join(" ")] = k; });
+  var BY_ANSWERS = {};  // the answers, joined by " ", to the combination's row number
+  KEYS.forEach(function (answers, i) { BY_ANSWERS[answers.join(" ")] = i; });
 
   function text(i) { return i === null ? null : data.strings[i]; }
   // A sentence stored in pieces: string indices separated by spaces, joined as they are (or,
@@ -142,17 +146,21 @@
     said.slice().reverse().forEach(function (words) { out.prepend(el("p", "said", words)); });
   }
 
-  // A diff: tokens are string indices, "-" removed, "+" added, "@" a gap between hunks.
+  // A diff (checker.py encode_diff): each line a sign, "=" kept, "-" removed, "+" added, and
+  // its string's index, left out for the index after the line before's; "@" a gap between hunks.
   // Each line hangs at its own indentation, so wrapped code keeps its shape on a phone.
-  function diff(tokens) {
+  function diff(encoded) {
     var pre = el("pre", "diff");
     pre.setAttribute("aria-label", "The change: lines starting - are removed, + are added");
     var code = el("code");
-    tokens.split(" ").forEach(function (token) {
+    var last = -1;
+    encoded.match(/@|[-+=]\d*/g).forEach(function (token) {
       if (token === "@") return code.append(el("span", "gap", "\u22ef\n"));
-      var sign = token[0] === "-" || token[0] === "+" ? token[0] : " ";
-      var line = text(Number(sign === " " ? token : token.slice(1)));
-      var node = el("span", sign === "-" ? "del" : sign === "+" ? "ins" : "ctx", sign + " " + line + "\n");
+      var sign = token[0];
+      last = token.length > 1 ? Number(token.slice(1)) : last + 1;
+      var line = text(last);
+      var node = el("span", sign === "-" ? "del" : sign === "+" ? "ins" : "ctx",
+        (sign === "=" ? " " : sign) + " " + line + "\n");
       var hang = line.length - line.replace(/^ +/, "").length + 2;
       node.style.paddingLeft = hang + "ch";
       node.style.textIndent = -hang + "ch";
@@ -172,12 +180,13 @@
   // A result is [note, section, blocks, tried changes]; a block is [kind, label, verdict, fix,
   // diff, fixed]; a tried change [label, verdict, diff] (checker.py: RESULT, BLOCK, TRIED). Its
   // kind is its blocks' one kind, or "mixed".
-  function show(key) {
-    var r = data.results[key];
+  function show(i) {
+    var r = data.results[i];
+    var key = COMBOS[i];
     var kinds = r[2].map(function (b) { return b[0]; });
     var box = document.createDocumentFragment();
     // The headline is the one the table of loops shows for this combination.
-    var head = el("h3", null, document.getElementById("loop-" + key).cells[1].textContent);
+    var head = el("h3", null, ROWS[i].cells[1].textContent);
     head.tabIndex = -1;
     box.append(head);
     if (r[0] !== null) box.append(el("p", "note", text(r[0])));
@@ -219,9 +228,9 @@
     var state = constrain();
     var chosen = state.chosen;
     var missing = markMissing(chosen);
-    var key = BY_ANSWERS[chosen.join(" ")];
+    var row = BY_ANSWERS[chosen.join(" ")];
     if (chosen.indexOf(OTHER) >= 0) showTemplate("checker-other", "other");
-    else if (chosen.indexOf(null) < 0 && key) show(key);
+    else if (chosen.indexOf(null) < 0 && row !== undefined) show(row);
     else if (missing.length) {
       showTemplate("checker-missing", "");
       out.querySelector(".which").textContent =
@@ -260,8 +269,8 @@
 
 
   // Each row of the table of loops opens its combination in the checker.
-  Object.keys(data.results).forEach(function (key, i) {
-    var cell = document.getElementById("loop-" + key).cells[0];
+  ROWS.forEach(function (row, i) {
+    var cell = row.cells[0];
     var a = el("a", null, cell.textContent);
     a.href = "#" + fragmentOf(KEYS[i]);
     cell.replaceChildren(a);
