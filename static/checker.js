@@ -10,7 +10,7 @@
   var OTHER = "other";
   // The table of loops lists the combinations, each row's id "loop-" and its key; the data holds
   // their results in the rows' order (checker.py: page_data).
-  var ROWS = Array.prototype.slice.call(document.querySelectorAll("#loops tbody tr"));
+  var ROWS = Array.from(document.querySelectorAll("#loops tbody tr"));
   var COMBOS = ROWS.map(function (row) { return row.id.slice(5); });
   // A key joins the four answers with "-"; only the reach "lstm-both" holds one itself.
   var KEYS = COMBOS.map(function (k) {
@@ -29,7 +29,7 @@
 
   var INPUTS = {};
   NAMES.forEach(function (n) {
-    INPUTS[n] = Array.prototype.slice.call(form.querySelectorAll("input[name='" + n + "']"));
+    INPUTS[n] = Array.from(form.querySelectorAll("input[name='" + n + "']"));
   });
 
   // What only the script can say: that a question is unanswered, and why its options are greyed.
@@ -44,11 +44,11 @@
     set.append(NOTES[n][1]);
   });
 
+  // The checked option of a question, or undefined.
+  function picked(n) { return INPUTS[n].filter(function (x) { return x.checked; })[0]; }
+
   function answers() {
-    return NAMES.map(function (n) {
-      for (var i = 0; i < INPUTS[n].length; i++) if (INPUTS[n][i].checked) return INPUTS[n][i].value;
-      return null;
-    });
+    return NAMES.map(function (n) { return picked(n) ? picked(n).value : null; });
   }
 
   // The values question i can take, given the answers to questions 0..upto (all before i when
@@ -66,16 +66,15 @@
 
   // "your answer to question 2, “One backward()”"
   function yours(j) {
-    var input = INPUTS[NAMES[j]].filter(function (x) { return x.checked; })[0];
-    return "your answer to question " + (j + 1) + ", \u201c" + input.parentNode.textContent.trim() + "\u201d";
+    var label = picked(NAMES[j]).parentNode.textContent.trim();
+    return "your answer to question " + (j + 1) + ", \u201c" + label + "\u201d";
   }
 
   // Grey out what cannot occur, saying why (a title on hover, the question's note, tied to each
   // greyed option by aria-describedby); drop answers that no longer can be and fill in a single
-  // choice, saying so in the live region.
-  function constrain() {
+  // choice, adding what it did to `said`; return the answers left.
+  function constrain(said) {
     var chosen = answers();
-    var said = [];
     NAMES.forEach(function (n, i) {
       var ok = allowed(chosen, i);
       var prefix = [];  // allowed(chosen, i, j), computed once per j
@@ -88,8 +87,8 @@
         while (!possible && (prefix[j] = prefix[j] || allowed(chosen, i, j))[input.value]) j++;
         var why = possible ? "" : yours(j);
         // written only when changed: a frame re-styles only what changed
-        var title = possible ? "" : "Not offered with " + why + ".";
-        if (input.parentNode.title !== title) input.parentNode.title = title;
+        var tip = possible ? "" : "Not offered with " + why + ".";
+        if (input.parentNode.title !== tip) input.parentNode.title = tip;
         if (input.disabled !== !possible) {
           input.disabled = !possible;
           if (possible) input.removeAttribute("aria-describedby");
@@ -111,15 +110,15 @@
       }
       chosen = answers();
     });
-    return { chosen: chosen, said: said };
+    return chosen;
   }
 
   // Mark each unanswered question that a later answer follows, or that alone is left; return
   // their numbers.
   function markMissing(chosen) {
     var last = -1;
-    chosen.forEach(function (value, i) { if (value !== null) last = i; });
-    var left = chosen.filter(function (value) { return value === null; }).length;
+    chosen.forEach(function (answer, i) { if (answer !== null) last = i; });
+    var left = chosen.filter(function (answer) { return answer === null; }).length;
     var missing = [];
     NAMES.forEach(function (n, i) {
       var marked = chosen[i] === null && (i < last || left === 1) && chosen.indexOf(OTHER) < 0;
@@ -129,15 +128,15 @@
     return missing;
   }
 
-  function el(tag, className, content) {
+  function el(tag, cls, words) {
     var node = document.createElement(tag);
-    if (className) node.className = className;
-    if (content !== undefined && content !== null) node.textContent = content;
+    if (cls) node.className = cls;
+    if (words != null) node.textContent = words;  // undefined or null: no text
     return node;
   }
 
-  function showTemplate(id, className) {
-    out.className = className;
+  function showTemplate(id, cls) {
+    out.className = cls;
     out.replaceChildren(document.getElementById(id).content.cloneNode(true));
   }
 
@@ -170,10 +169,10 @@
     return pre;
   }
 
-  function link(parent, href, words) {
-    if (parent.childNodes.length) parent.append(document.createTextNode(" · "));
+  function link(parent, target, words) {
+    if (parent.childNodes.length) parent.append(" · ");
     var a = el("a", null, words);
-    a.href = href;
+    a.href = target;
     parent.append(a);
   }
 
@@ -208,7 +207,7 @@
       r[3].forEach(function (t) {
         var li = el("li");
         li.append(el("strong", null, text(t[0]) + ":"));
-        li.append(document.createTextNode(" " + joined(t[1]) + "."));
+        li.append(" " + joined(t[1]) + ".");
         li.append(diff(t[2]));
         items.append(li);
       });
@@ -225,8 +224,8 @@
   }
 
   function render() {
-    var state = constrain();
-    var chosen = state.chosen;
+    var said = [];
+    var chosen = constrain(said);
     var missing = markMissing(chosen);
     var row = BY_ANSWERS[chosen.join(" ")];
     if (chosen.indexOf(OTHER) >= 0) showTemplate("checker-other", "other");
@@ -236,7 +235,7 @@
       out.querySelector(".which").textContent =
         (missing.length > 1 ? "questions " : "question ") + missing.join(" and ");
     } else showTemplate("checker-start", "");
-    sayFirst(state.said);
+    sayFirst(said);
   }
 
   function fragmentOf(chosen) {
@@ -260,8 +259,8 @@
     }
     var params = new URLSearchParams(raw);
     NAMES.forEach(function (n) {
-      var value = params.get(n);
-      INPUTS[n].forEach(function (input) { input.checked = input.value === value; });
+      var answer = params.get(n);
+      INPUTS[n].forEach(function (input) { input.checked = input.value === answer; });
     });
     render();
     if (out.querySelector("h3")) reveal();
