@@ -194,24 +194,20 @@
       if (b[1] !== "") part.append(el("h4", null, cap(joined(b[1])) + ":"));
       if (b[2] !== "") part.append(el("p", null, cap(joined(b[2])) + "."));
       if (b[3] !== "") {
-        part.append(el("p", "fix", "Fix: " + joined(b[3], "; ") + "."));
-        part.append(diff(b[4]));
-        part.append(el("p", "fixed", text(b[5])));
+        part.append(el("p", "fix", "Fix: " + joined(b[3], "; ") + "."),
+          diff(b[4]), el("p", "fixed", text(b[5])));
       }
       box.append(part);
     });
     if (r[3].length) {
       var tried = el("div", "tried");
-      tried.append(el("h4", null, "What people try instead, and what it did"));
       var items = el("ul");
       r[3].forEach(function (t) {
         var li = el("li");
-        li.append(el("strong", null, text(t[0]) + ":"));
-        li.append(" " + joined(t[1]) + ".");
-        li.append(diff(t[2]));
+        li.append(el("strong", null, text(t[0]) + ":"), " " + joined(t[1]) + ".", diff(t[2]));
         items.append(li);
       });
-      tried.append(items);
+      tried.append(el("h4", null, "What people try instead, and what it did"), items);
       box.append(tried);
     }
     var links = el("p");
