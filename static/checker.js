@@ -20,7 +20,7 @@
   var BY_ANSWERS = {};  // the answers, joined by " ", to the combination's row number
   KEYS.forEach(function (answers, i) { BY_ANSWERS[answers.join(" ")] = i; });
 
-  function text(i) { return i === null ? null : data.strings[i]; }
+  function text(i) { return data.strings[i]; }
   // A sentence stored in pieces: string indices separated by spaces, joined as they are (or,
   // for a fix's edits, by glue).
   function joined(s, glue) { return s.split(" ").map(text).join(glue || ""); }
@@ -141,8 +141,8 @@
   }
 
   // What the form changed by itself, said first in the live region.
-  function sayFirst(said) {
-    said.slice().reverse().forEach(function (words) { out.prepend(el("p", "said", words)); });
+  function sayFirst(lines) {
+    out.prepend(...lines.map(function (words) { return el("p", "said", words); }));
   }
 
   // A diff (checker.py encode_diff): each line a sign, "=" kept, "-" removed, "+" added, and
@@ -248,7 +248,7 @@
 
   // A fragment with '=' sets the answers it names; values that are not options are ignored.
   function applyHash() {
-    var raw = location.hash.replace(/^#/, "");
+    var raw = location.hash.slice(1);
     if (raw.indexOf("=") < 0) {
       if (raw.length === 0) render();
       return;  // an anchor to a section leaves the checker as it is
