@@ -536,7 +536,7 @@ def render_page(snapshots, repro):
         message=message,
         fixes=fix_views,
         checker=data,
-        checker_json=json_script(data),
+        checker_json=json_script(checker.page_data(data) if data else data),
         questions=checker.QUESTIONS,
         presets=[(n, key, checker.fragment(key), sec) for n, key, sec in checker.PRESETS],
         loop_rows=loop_rows,
