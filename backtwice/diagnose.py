@@ -2436,7 +2436,14 @@ def _after_raise(f, lines):
     for path in _deep_paths(f):
         attr = path.rsplit(".", 1)[-1]
         lines = [re.sub(rf"\bself\.{attr}\b", path, t) for t in lines]
+    if any(re.search(r"\bself\.", t) for t in lines):  # only where a method binds `self`
+        sites = [s for s in sites if _binds_self(*s)] or sites
     return [_insert_after(file, line, lines) for file, line in sites[-1:]]
+
+
+def _binds_self(filename, line):
+    args = getattr(_scope(_parse(filename), line), "args", None)
+    return args is not None and any(a.arg == "self" for a in args.args)
 
 
 def _deep_paths(f):
