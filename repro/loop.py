@@ -431,8 +431,16 @@ def _smooth(a, out):
     out.add("        return y")
     out.add("")
     out.add("")
-    out.add("model = Smooth()")
-    out.add("head = nn.Linear(8, 1)")
+    _module_step(out, "Smooth", 8)
+    tags = ("raises", "frees") if not a.fixed else ()
+    out.add(f"    loss.backward({_retain(a)})", *tags)
+    out.add("    opt.step()")
+
+
+def _module_step(out, module, width):
+    """A module and a head trained by one SGD: the loop up to its loss, `loss` on `model(x)`."""
+    out.add(f"model = {module}()")
+    out.add(f"head = nn.Linear({width}, 1)")
     out.add("opt = torch.optim.SGD([*model.parameters(), *head.parameters()], lr=0.1)")
     out.add(f"inputs = torch.randn({STEPS}, 8, 4)")
     out.add(f"targets = torch.randn({STEPS}, 8, 1)")
@@ -440,9 +448,6 @@ def _smooth(a, out):
     out.add("for step, (x, y) in enumerate(zip(inputs, targets), start=1):")
     out.add("    opt.zero_grad()")
     out.add(f"    loss = {MSE}(head(model(x)), y)")
-    tags = ("raises", "frees") if not a.fixed else ()
-    out.add(f"    loss.backward({_retain(a)})", *tags)
-    out.add("    opt.step()")
 
 
 def _cell(a, out):
@@ -569,15 +574,7 @@ def _attention(a, out):
         out.add("        return self.weights @ x")
     out.add("")
     out.add("")
-    out.add("model = Attention()")
-    out.add("head = nn.Linear(4, 1)")
-    out.add("opt = torch.optim.SGD([*model.parameters(), *head.parameters()], lr=0.1)")
-    out.add(f"inputs = torch.randn({STEPS}, 8, 4)")
-    out.add(f"targets = torch.randn({STEPS}, 8, 1)")
-    out.add("")
-    out.add("for step, (x, y) in enumerate(zip(inputs, targets), start=1):")
-    out.add("    opt.zero_grad()")
-    out.add(f"    loss = {MSE}(head(model(x)), y)")
+    _module_step(out, "Attention", 4)
     if not cache:
         out.add("    loss = loss + 0.01 * model.weights.pow(2).sum()  # read in the same step")
     tags = ("raises", "frees") if cache and not a.fixed else ()
