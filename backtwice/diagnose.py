@@ -1519,7 +1519,10 @@ class _Explainer:
                     found.append((name not in used, -depth, name, grad_fn))
             for _, _, name, grad_fn in sorted(found, key=lambda f: f[:3]):
                 if not _params([grad_fn], node) & elsewhere:  # it leads only to the node
-                    return "detach", (name, filename, line)
+                    # Whether the loss trains anything but through it: a generator's loss
+                    # trains only through the discriminator's score; an actor's has its policy.
+                    alone = not _params(roots, stop=grad_fn)
+                    return "detach", (name, filename, line, alone)
         return None
 
     def _optimizers(self):
@@ -1651,8 +1654,13 @@ class _Explainer:
             rline=(rsite or fsite)[0][1],
             ffile=fsite[0][0],
             fline=fsite[0][1],
+            kfile=freeing.site[0][0].co_filename,
+            kline=freeing.site[0][1],
+            sfile=frames[0].f_code.co_filename if frames else None,
+            sline=frames[0].f_lineno if frames else None,
             again=rsite[:1] == fsite[:1],
             free_kind=freeing.kind,
+            raise_kind=call.kind if call else None,
             grads=freeing.kind == "grad" and any(r() is not None for r in freeing.results),
             between=between,
             summed=summed,
@@ -2583,15 +2591,44 @@ def _fix_recompute(f):
     made = [n for n in _assignments(file, name) if n.lineno < f.fline]
     if not root or not made or made[-1].lineno > root[-1].lineno:
         return None
+    tree = _parse(file)
+    if _scope(tree, made[-1].lineno) is not _scope(tree, root[-1].lineno):
+        return None  # its names are another function's
     if root[-1].lineno > f.fline:  # the second loss is computed after the step: before it
         edit = _copied(file, made[-1:], root[-1].lineno)
     else:  # and again, just before its call
-        edit = _copied(file, [made[-1], root[-1]], _stmt(file, f.rline)[0].lineno)
+        chain = _depending(file, made[-1], root[-1]) or [made[-1], root[-1]]
+        edit = _copied(file, chain, _stmt(file, f.rline)[0].lineno)
     why = (
         f"Compute `{name}` again after the step, and the second loss from it, so that loss goes"
         " back through a pass of its own, built from the weights as they are now."
     )
     return _fix_of([edit], "machine", why)
+
+
+def _depending(filename, made, last):
+    """The statements of one block, from `made` to `last`, that compute from what `made`
+    assigns (and from what those assign in turn), leaving out calls that go back or step."""
+    _, block = _stmt(filename, made.lineno)
+    if last not in block:
+        return []
+    names, chain = {n for n, _ in _names(made.targets[0], ast.Store)}, [made]
+    for n in block[block.index(made) + 1 : block.index(last) + 1]:
+        calls = {getattr(c.func, "attr", "") for c in ast.walk(n) if isinstance(c, ast.Call)}
+        if not isinstance(n, ast.Assign) or calls & {"backward", "step", "grad", "zero_grad"}:
+            continue
+        if {x for x, _ in _names(n.value, ast.Load)} & names:
+            chain.append(n)
+            names |= {x for t in n.targets for x, _ in _names(t, ast.Store)}
+    if chain[-1] is not last:
+        return []
+    needed, kept = set(), []
+    for n in reversed(chain):  # only what the last one needs
+        stores = {x for t in n.targets for x, _ in _names(t, ast.Store)}
+        if n is last or stores & needed:
+            kept.insert(0, n)
+            needed |= {x for x, _ in _names(n.value, ast.Load)}
+    return kept if kept[0] is made else []
 
 
 def _loop_body(filename, line):
@@ -2679,14 +2716,25 @@ def _fix_twice(f):
 
 
 def _fix_shared(f):
-    """Two losses on one forward pass."""
+    """Two losses on one forward pass: the sum of both first, where one optimizer steps both."""
+    found = _shared(f)
+    return [_fix_sum(f), *found] if f.sub != "grad" else found
+
+
+def _shared(f):
     if f.again and not f.optimizers:
         # A loop that updates by hand: what looks like one pass may be state cached in its
         # first iteration, which a kept graph would reuse, stale, in every later one.
         return []
     if f.sub == "grad":
         word = "create_graph" if f.grads else "retain_graph"
+        why = (
+            "Make both torch.autograd.grad calls' results differentiable: the loss goes back"
+            " through both, and the first call keeps the graph for the second."
+        )
+        both = [_keyword(f.ffile, f.fline, word), _keyword(f.rfile, f.rline, word)]
         return [
+            _fix_of(both, "machine", why) if f.grads and f.raise_kind == "grad" else None,
             _fix_of(
                 [_keyword(f.ffile, f.fline, word)],
                 "machine",
@@ -2696,32 +2744,29 @@ def _fix_shared(f):
                     if f.grads
                     else ", which the second call needs."
                 ),
-            )
+            ),
         ]
     if f.between and f.between[0] == "detach":
-        name, file, line = f.between[1]
-        nodes = [
-            n
-            for n in ast.walk(_parse(file))
-            if isinstance(n, ast.Name) and n.id == name and n.lineno == line
-        ]
-        made = [n for n in _assignments(file, name) if n.lineno < line]
-        why = (
-            f"Compute `{name}` again after the step, if the second loss should train"
-            " through the pass the step changed (a generator's loss through the discriminator)."
-        )
-        again = _fix_of([_copied(file, made[-1:], line)], "machine", why) if made else None
-        detach = _fix_of(
-            [_detached(file, nodes[0])] if nodes else [],
-            "machine",
-            f"Give the second loss `{name}` detached, if it should not train the pass the"
-            " step changed (an actor's loss through the critic's value).",
-        )
-        return [detach, again]
+        return _fix_value(f)
     if f.stepped and not f.trained and f.closest:
-        return [_fix_detach_input(f)]
+        why = (
+            "Keep the graph at the first call for the second: the step between changes none of"
+            " the parameters of the pass both go back through."
+        )
+        return [_fix_detach_input(f), _fix_of([_retain_first(f)], "machine", why)]
     if f.between and f.between[0] in ("again", "one"):
         return [_fix_recompute(f)]
+    if f.retained and f.stepped and f.closest:  # the kept graph is stale after the step
+        again = _fix_recompute(f)
+        why = (
+            f"Compute `{f.closest}` again after the step for the second loss, and give the first"
+            " pass its input detached where the first loss (a discriminator's) should not reach"
+            " what comes before it."
+        )
+        both = again and _fix_of(
+            again["edits"] + _detached_inputs(f.nfile, f.nline), "machine", why
+        )
+        return [both, again]
     if f.retained or f.trained or f.between:
         return []
     site = (f.rfile, f.rline) if f.again else (f.ffile, f.fline)
@@ -2732,6 +2777,128 @@ def _fix_shared(f):
             "Keep the graph at the first call for the second, which goes back through the same pass (adding the losses and calling backward once gives the same gradients).",
         )
     ]
+
+
+def _fix_sum(f):
+    """One backward call on the sum of both losses, with one step for each optimizer after it:
+    where both calls are written in one block and every optimizer stepped between them steps
+    again after the second."""
+    first, block = _stmt(f.kfile, f.kline)
+    second, other = _stmt(f.rfile, f.rline)
+    if f.kfile != f.rfile or first is None or block is not other or first is second:
+        return None
+    start, end = block.index(first), block.index(second)
+    calls = [_backward_of(n) for n in (first, second)]
+    if start > end or None in calls:
+        return None
+    steps = {i: _step_of(n) for i, n in enumerate(block) if _step_of(n)}
+    between = [i for i in steps if start < i < end]
+    after = {steps[i] for i in steps if i > end}
+    if not between or any(steps[i] not in after for i in between):
+        return None
+    source = "".join(linecache.getlines(f.rfile))
+    a, b = (ast.get_source_segment(source, c.func.value) for c in calls)
+    edits = [_delete(f.rfile, block[i].lineno) for i in [start, *between]]
+    receiver = calls[1].func.value
+    line = linecache.getline(f.rfile, receiver.lineno)
+    wrapped = line[: receiver.col_offset].endswith("(")  # `(w * loss).backward()`
+    edits.append(_splice(f.rfile, receiver, f"{a} + {b}" if wrapped else f"({a} + {b})"))
+    why = (
+        "Add the losses and call backward once, then step: one optimizer trains what both reach,"
+        " so one step on the sum replaces the step between the calls."
+    )
+    return _fix_of(edits, "machine", why)
+
+
+def _backward_of(statement):
+    call = getattr(statement, "value", None)
+    func = getattr(call, "func", None)
+    if isinstance(statement, ast.Expr) and isinstance(func, ast.Attribute):
+        return call if func.attr == "backward" else None
+    return None
+
+
+def _step_of(statement):
+    call = getattr(statement, "value", None)
+    func = getattr(call, "func", None)
+    if isinstance(statement, ast.Expr) and isinstance(func, ast.Attribute) and func.attr == "step":
+        return _dotted(func.value)
+    return None
+
+
+def _fix_saved(f):
+    """Saved tensors read after the call that freed them: read them before it, or keep them."""
+    moved = None
+    read, block = _stmt(f.sfile, f.sline) if f.sfile == f.kfile else (None, None)
+    call, other = _stmt(f.kfile, f.kline)
+    if read is not None and block is other and block.index(call) < block.index(read):
+        between = block[block.index(call) + 1 : block.index(read)]
+        stored = {x for n in between for t in ast.walk(n) for x, _ in _names(t, ast.Store)}
+        if not stored & {x for x, _ in _names(read, ast.Load)}:
+            moved = [_copied(f.kfile, [read], call.lineno), _delete(f.sfile, read.lineno)]
+    why = "Read the saved tensors before the call that frees them."
+    keep = (
+        "Keep the graph at the call that freed them, if you must read them after it (it holds"
+        " their memory until the graph is dropped)."
+    )
+    return [moved and _fix_of(moved, "machine", why), _fix_of([_retain_first(f)], "machine", keep)]
+
+
+def _fix_value(f):
+    """The second loss reaches the stepped pass through a value: detach it, or compute it again."""
+    name, file, line, alone = f.between[1]
+    nodes = [
+        n
+        for n in ast.walk(_parse(file))
+        if isinstance(n, ast.Name) and n.id == name and n.lineno == line
+    ]
+    made = [n for n in _assignments(file, name) if n.lineno < line]
+    why = (
+        f"Compute `{name}` again after the step, if the second loss should train"
+        " through the pass the step changed (a generator's loss through the discriminator)."
+    )
+    again = _fix_of([_copied(file, made[-1:], line)], "machine", why) if made else None
+    detach = _fix_of(
+        [_detached(file, nodes[0])] if nodes else [],
+        "machine",
+        f"Give the second loss `{name}` detached, if it should not train the pass the"
+        " step changed (an actor's loss through the critic's value).",
+    )
+    if alone and again:  # it trains only through the pass: a generator's loss
+        why = (
+            f"Compute `{name}` again after the step for the second loss, and give the first"
+            " pass its input detached, so the first loss (a discriminator's) does not go"
+            " back through, and free, what comes before it."
+        )
+        both = _fix_of(again["edits"] + _detached_inputs(f.nfile, f.nline), "machine", why)
+        return [both, again, detach]
+    if detach and nodes:  # the layers before it are shared: keep them for the second loss
+        why = (
+            f"Give the second loss `{name}` detached, and keep the graph at the first call"
+            " for the layers both losses share (an actor's loss through the critic's value)."
+        )
+        both = _fix_of(detach["edits"] + [_retain_first(f)], "machine", why)
+        return [both, detach, again]
+    return [detach, again]
+
+
+def _retain_first(f):
+    """retain_graph=True on the backward call that freed the graph, where it is written."""
+    return _keyword(f.kfile, f.kline, "retain_graph")
+
+
+def _detached_inputs(filename, line):
+    """Edits that detach the names a call on the line is given (`D(fake)` -> `D(fake.detach())`)."""
+    calls = [
+        n
+        for n in ast.walk(_parse(filename))
+        if isinstance(n, ast.Call) and n.lineno <= line <= n.end_lineno and n.args
+    ]
+    if not calls:
+        return []
+    first = min(calls, key=lambda n: (n.lineno, n.col_offset))
+    names = [a for a in first.args if isinstance(a, (ast.Name, ast.Attribute))]
+    return [_detached(filename, names[0])] if names else []
 
 
 def _fix_detach_input(f):
@@ -2791,6 +2958,7 @@ _FIXES = {
     "carried-state/loss": _fix_loss_kept,
     "same-loss-twice": _fix_twice,
     "shared-forward": _fix_shared,
+    "saved-read": _fix_saved,
 }
 
 
@@ -2841,6 +3009,9 @@ class _Tracker(_Patches):
         # call at the index that raised.
         self.reach, self.watch, self.unstepped, self.hook = [], False, {}, None
         self.by_line, self.pending = {}, None
+        # stepped: the parameters an optimizer stepped with a non-zero gradient (a fix that
+        # removes a backward call a trainer's zero_grad() relied on leaves them none).
+        self.stepped, self.baseline_stepped, self.held = {}, [], {}
 
     def start(self):
         for name in ("backward", "grad"):
@@ -2860,6 +3031,11 @@ class _Tracker(_Patches):
         if self.pending is not None:  # a step right after a call: what it trains
             line, fresh = self.pending
             self.by_line.setdefault(line, set()).update(fresh & _held(optimizer))
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                self.held[id(p)] = p
+                if id(p) not in self.stepped and p.grad is not None and bool(p.grad.ne(0).any()):
+                    self.stepped[id(p)] = p
         if self.watch:  # a step right after the call that raised in the original run
             for group in optimizer.param_groups:
                 for p in group["params"]:
@@ -2886,6 +3062,7 @@ class _Tracker(_Patches):
                 if self.raised_at is None and (BACKWARD_TWICE in text or INPLACE in text):
                     self.raised_at = self.calls
                     self.baseline = self.names(sys._getframe(1))
+                    self.baseline_stepped = self.names(sys._getframe(1), self.stepped)
                     trained = self.by_line.get(line, set())
                     here = {id(t): t for t in leaves if id(t) in trained}
                     self.reach = _param_names(here, sys._getframe(1), list(self.made))
@@ -2916,9 +3093,9 @@ class _Tracker(_Patches):
 
         return _invisible(tracked)
 
-    def names(self, frame):
+    def names(self, frame, tensors=None):
         """The names of the tensors that got gradients, as the reader's code reaches them."""
-        return _param_names(self.got, frame, list(self.made))
+        return _param_names(self.got if tensors is None else tensors, frame, list(self.made))
 
     def finish(self, error, frame):
         # In a try: say how it went and end the process, as its own exit would not tell.
@@ -2926,6 +3103,8 @@ class _Tracker(_Patches):
         outcome = {"calls": self.calls, "parameters": self.names(frame), "error": error}
         outcome["late"] = late
         outcome["unstepped"] = _param_names(self.unstepped, frame, list(self.made))
+        outcome["stepped"] = self.names(frame, self.stepped)
+        outcome["held"] = self.names(frame, self.held)
         with open(self.result, "w", encoding="utf-8") as out:
             json.dump(outcome, out)
         for stream in (sys.stdout, sys.stderr):
@@ -3095,6 +3274,11 @@ def _verdict(run, baseline):
         missing = [p for p in run.get("unstepped", []) if p in reach]
         when = " from the call that raised before, though an optimizer stepped {} right after"
         when = when.format("them" if len(missing) > 1 else "it")
+    if not missing:  # trained before the error; now an optimizer steps it, never with one
+        held, stepped = run.get("held", []), run.get("stepped", [])
+        missing = [p for p in baseline["parameters"] if p in held and p not in stepped]
+        missing += [p for p in baseline.get("stepped", []) if p not in stepped + missing]
+        when = " when an optimizer stepped {}".format("them" if len(missing) > 1 else "it")
     if missing:
         shown = ", ".join(f"`{p}`" for p in missing[:3]) + (" and more" if len(missing) > 3 else "")
         detail = f"ran, but {shown} got no gradient{when}"
@@ -3137,6 +3321,10 @@ def _child(spec_path, script, run):
 def _try_all(report, argv, tracker, shown, say):
     """Try each machine-applicable fix; fill in its `tried`."""
     machine = [f for f in report.get("fixes", []) if f["applicability"] == "machine"][:TRIES]
+    if tracker.raised_at is None and report.get("cause") == "saved-read":
+        tracker.raised_at = tracker.calls + 1  # read outside a call: as if by the next one
+        tracker.baseline = tracker.names(None)
+        tracker.baseline_stepped = tracker.names(None, tracker.stepped)
     if not machine or tracker.raised_at is None:
         return
     say(
@@ -3144,6 +3332,7 @@ def _try_all(report, argv, tracker, shown, say):
     )
     baseline = {"stop": tracker.raised_at + 2, "parameters": tracker.baseline}
     baseline["reach"] = tracker.reach
+    baseline["stepped"] = tracker.baseline_stepped
     budget = TRY_BASE + TRY_FACTOR * (time.monotonic() - _STARTED)
     for fix in machine:
         fix["tried"] = _try_one(fix, argv, budget, baseline)

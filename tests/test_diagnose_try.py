@@ -20,6 +20,15 @@ from .diagnose_markers import CASES, RAISING
 PROBE = Path(__file__).with_name("grad_probe.py")
 # A case for each common kind of edit the diagnoser writes; bench/try_cases.py runs them all.
 SAMPLE = ["lstm.py", "dict_bank.py", "same_loss_helper.py", "multitask.py", "before_loop.py"]
+# And one for each edit made of two: the pass again with its first input detached (a GAN), the
+# value detached with the shared layers kept (an actor-critic), one backward of the sum (one
+# optimizer), saved tensors read before the call that frees them.
+SAMPLE += [
+    "gan_reused_score.py",
+    "ac_shared_trunk_two_opts.py",
+    "multitask_retain_step.py",
+    "saved_attr.py",
+]
 
 
 def diagnose_try(folder, script, *flags):
