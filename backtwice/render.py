@@ -53,6 +53,10 @@ BASES = {
     "anomaly_from_start": "c2_no_detach",
     "anomaly_failing_step": "c2_no_detach",
     "inplace_after_retain": "c2_no_detach",
+    "fw_compile": "c3_two_backwards",
+    "fw_checkpoint": "grad_penalty",
+    "fw_checkpoint_fixed": "grad_penalty",
+    "fw_amp": "c1_backward_twice",
 }
 
 
@@ -108,7 +112,7 @@ def scenario_view(scenario, run, message, sources):
         "base": base,
         "code": code_block(source, raised.line if raised else None)
         if base is None
-        else diff_block(diff_hunks(sources[base], source)),
+        else diff_block(diff_hunks(sources[base], source, context=0)),
         "outputs": [o.text for o in run.outputs],
         "raised": raised,
         "anomaly": run.anomaly,
