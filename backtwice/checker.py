@@ -38,7 +38,7 @@ QUESTIONS = (
             ("shared", "backward() on two losses from one forward pass"),
             ("gan", "A GAN, D's backward first (WGAN-GP too)"),
             ("gfirst", "A GAN, G's backward first"),
-            ("grad", "autograd.grad() (a gradient penalty), then backward()"),
+            ("grad", "autograd.grad(), then backward() (a gradient penalty, meta-learning)"),
             ("dist", "Two losses from one torch.distributions object"),
             ("ac", "Actor-critic losses on one trunk"),
             OTHER,
@@ -50,21 +50,24 @@ QUESTIONS = (
         "Anything with a grad_fn from an earlier step or before the loop.",
         (
             ("nothing", "Nothing: fresh data each step"),
-            ("rnn", "An RNN or GRU hidden state, not detached"),
+            (
+                "rnn",
+                "State carried over, not detached (an RNN state, a baseline, unrolled weights)",
+            ),
             ("lstm", "An LSTM state with h detached, c not"),
             ("lstm-both", "An LSTM state (h, c), neither detached"),
             ("before", "A tensor computed before the loop from trained weights"),
             ("frozen", "Frozen-model features computed before the loop"),
             ("total", "A running loss total, with backward() on it"),
-            ("kept", "Outputs kept in a list for the loss (replay)"),
-            ("bank", "A memory bank, queue or self.attribute holding outputs"),
+            ("kept", "Past outputs the loss trains through again (replay)"),
+            ("bank", "A tensor kept in a list or on self (memory bank, self.prev, a cached bias)"),
             OTHER,
         ),
     ),
     (
         "retain",
         "Did you add retain_graph=True or create_graph=True?",
-        "Count one the message made you add, and one in a gradient penalty.",
+        "Count one the message made you add, and one a gradient penalty or meta-learning needs.",
         (
             ("none", "Neither"),
             ("retain", "retain_graph=True on the first call"),
@@ -83,6 +86,9 @@ PRESETS = (
     ("WGAN-GP", "first-gan-nothing-create", "cause-4"),
     ("Saved tensors read after backward", "saved-one-nothing-none", "saved"),
     ("retain_graph=True, then an in-place error", "later-one-rnn-retain", "inplace"),
+    ("REINFORCE with a moving-average baseline", "later-one-rnn-none", "cause-2"),
+    ("Unrolled meta-learning", "later-grad-rnn-create", "cause-2"),
+    ("L-BFGS with a closure", "first-one-nothing-none", "cause-1"),
 )
 
 # How a variant's code differs, as a condition on the outcome ("raises ... <condition>"), and a
@@ -105,9 +111,26 @@ SHAPES = {
         "for a WGAN-GP whose critic's loss uses the fake batch without detach()",
         lambda s: "create_graph=True" in s and "D(fake).mean() - D(real)" in s,
     ),
-    "attr": (
-        "for a module attribute holding the output (self.prev = y)",
-        lambda s: "self.prev = y " in s,
+    "attr": ("for a past output kept on self (self.prev = y)", lambda s: "self.prev = y " in s),
+    "cache": (
+        "for a tensor cached on self from weights that train (self.bias)",
+        lambda s: "self.bias = self.rel(" in s,
+    ),
+    "same": (
+        "for a tensor set on self and read in the same step (self.weights)",
+        lambda s: "self.weights = " in s and "* model.weights" in s,
+    ),
+    "baseline": (
+        "for a moving-average baseline carried across episodes (REINFORCE)",
+        lambda s: "baseline = 0.9 * baseline + 0.1 * reward.mean()  #" in s,
+    ),
+    "meta": (
+        "for weights a learned rule updates, unrolled across steps (meta-learning)",
+        lambda s: "create_graph=True" in s and "w = w - learner(g)" in s,
+    ),
+    "closure": (
+        "for an L-BFGS closure around a loss computed outside it",
+        lambda s: "opt.step(closure)" in s and "    loss = " in s,
     ),
 }
 # The main loop's condition, by its first variant.
@@ -120,7 +143,10 @@ MAIN = {
     "seq": ("for a cell (nn.RNNCell, nn.LSTMCell) called once per step", lambda s: "Cell(" in s),
     "reuse": ("when G's loss calls D(fake) again", lambda s: "g_loss = bce(D(fake)," in s),
     "wgan": ("for a gradient penalty alone", lambda s: "G(z)" not in s),
-    "attr": ("for a list or queue (bank.append(feat))", lambda s: "bank.append(feat)" in s),
+    "attr": (
+        "for a past output kept in a list (bank.append(feat))",
+        lambda s: "bank.append(feat)" in s,
+    ),
 }
 DEAD_ENDS = {
     "zerograd": ("opt.zero_grad() between the two calls", "opt.zero_grad()  # clear"),
@@ -195,6 +221,19 @@ EDITS = {
         "D(fake.detach())",
     ),
     ("variant", "attr"): ("keep the detached output: self.prev = y.detach()", "y.detach()"),
+    ("variant", "cache"): (
+        "compute it in each forward (detached, those weights would stop training)",
+        "        bias = self.rel(",
+    ),
+    ("variant", "baseline"): (
+        "keep the average as a number: 0.1 * reward.mean().item()",
+        "reward.mean().item()",
+    ),
+    ("variant", "meta"): (
+        "start each unroll from w.detach().requires_grad_()",
+        "w = w.detach().requires_grad_()",
+    ),
+    ("variant", "closure"): ("compute the loss inside the closure", "        loss = "),
 }
 
 # For a main loop that is already the usual fix: what to check next.
@@ -342,6 +381,8 @@ def _whose(run, code):
         return "your autograd.grad() call"
     if "# cell 2, run twice" in run.source:
         return "the backward() in your re-run cell"
+    if "opt.step(closure)" in run.source:
+        return "the backward() in your closure, called again by L-BFGS"
     calls = _calls_before(run)
     if any("autograd.grad(" in c for c in calls[:-1]):
         return "your backward() after autograd.grad()"
@@ -367,6 +408,21 @@ def never_trained(run: LoopRun):
         name
         for name in fixed
         if all(g.norm is None for s in run.steps for g in s.grads if g.name == name)
+    )
+
+
+def dropped_by_fix(run: LoopRun):
+    """Parameters the reader's loop trained (a gradient at a step it completed) that the fix
+    leaves without a gradient at some step: a fix that runs by training less is no fix."""
+    trained = {g.name for s in run.steps for g in s.grads if g.norm is not None}
+    return sorted(
+        name
+        for name in trained
+        if any(
+            all(g.norm is None for g in s.grads if g.name == name)
+            or name not in {g.name for g in s.grads}
+            for s in run.fix.steps
+        )
     )
 
 
@@ -425,13 +481,18 @@ def verdict(run: LoopRun):
 def fix_edits(run: LoopRun, variant):
     """Name the expert's edits for a loop, from the answers and variant its fix changes."""
     picked = []
-    if (run.when, run.calls) == ("later", "twice"):
-        variant = "cell"  # a notebook cell run again, answered as a later step
+    # the main loop of a notebook cell run again (answered as a later step), of an unrolled
+    # meta-learning step, of an L-BFGS closure
+    variant = {
+        ("later", "twice"): "cell",
+        ("later", "grad"): "meta",
+        ("first", "one"): "closure",
+    }.get((run.when, run.calls), variant)
     if run.when == "saved":
         picked.append(("when", "saved"))
     if (run.calls, run.retain) == ("gan", "create"):
         picked.append(("variant", "wgan"))
-    elif variant in ("reuse", "wgan", "cell", "attr"):
+    elif variant in ("reuse", "wgan", "cell", "attr", "cache", "baseline", "meta", "closure"):
         picked.append(("variant", variant))
     elif run.reach != "nothing":
         picked.append(("reach", run.reach))
@@ -454,14 +515,17 @@ def fix_edits(run: LoopRun, variant):
 
 
 def diff_hunks(old, new, context=CONTEXT):
-    """The changed lines of two sources with `context` lines around them, as (kind, text)
-    pairs: ' ', '-', '+', and ('@', '') between hunks."""
+    """The changed lines of two sources as (kind, text) pairs: ' ', '-', '+', and ('@', '')
+    between hunks. A hunk that adds or removes lines has `context` lines around it; one that
+    only rewrites lines has none (its removed lines say where it is: page weight)."""
     lines = []
-    matcher = difflib.SequenceMatcher(None, old.splitlines(), new.splitlines(), autojunk=False)
     a, b = old.splitlines(), new.splitlines()
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
     for group in matcher.get_grouped_opcodes(context):
         if lines:
             lines.append(("@", ""))
+        if all(op[0] in ("equal", "replace") for op in group):
+            group = [op for op in group if op not in (group[0], group[-1]) or op[0] != "equal"]
         for tag, i1, i2, j1, j2 in group:
             if tag == "equal":
                 lines += [(" ", line) for line in a[i1:i2]]
@@ -472,11 +536,18 @@ def diff_hunks(old, new, context=CONTEXT):
 
 
 def encode_diff(lines, ref):
-    """A diff as one string: '5' unchanged line, '-20' removed, '+21' added, '@' a gap."""
-    return " ".join(
-        "@" if kind == "@" else ("" if kind == " " else kind) + str(ref(text))
-        for kind, text in lines
-    )
+    """A diff as one string: each line its sign ('=' unchanged, '-' removed, '+' added) and its
+    string's index, left out when it is the line before's index plus one (strings are numbered
+    in first use, so a diff's new lines follow on: page weight); '@' a gap between hunks."""
+    out, last = [], -1
+    for kind, text in lines:
+        if kind == "@":
+            out.append("@")
+            continue
+        index = ref(text)
+        out.append(("=" if kind == " " else kind) + ("" if index == last + 1 else str(index)))
+        last = index
+    return "".join(out)
 
 
 def section_of(run: LoopRun, kind):
@@ -487,7 +558,7 @@ def section_of(run: LoopRun, kind):
         return "retain"
     if run.when == "saved":
         return "saved"
-    if run.calls == "twice":
+    if run.calls == "twice" or (run.when, run.calls) == ("first", "one"):
         return "cause-1"
     if run.when == "later":
         return "cause-2"
@@ -565,8 +636,7 @@ SHORT = {
     "grad": "autograd.grad",
     "dist": "distributions",
     "ac": "actor-critic",
-    "nothing": "nothing reused",
-    "rnn": "RNN state",
+    "rnn": "state carried",
     "lstm": "LSTM, c kept",
     "lstm-both": "LSTM (h, c) kept",
     "before": "tensor from trained weights",
@@ -574,20 +644,22 @@ SHORT = {
     "total": "loss total",
     "kept": "outputs kept",
     "bank": "memory bank",
-    "none": "no retain",
     "retain": "retain_graph",
     "create": "create_graph",
 }
 
 
 def label_of(key):
-    """A combination's answers in words, for the table of loops."""
-    return ", ".join(SHORT[a] for a in split_key(key)[0])
+    """A combination's answers in words, for the table of loops; 'nothing reused' and 'no
+    retain' go without saying (page weight)."""
+    return ", ".join(SHORT[a] for a in split_key(key)[0] if a not in ("nothing", "none"))
 
 
 # The script's data holds each result, block and tried change as a list in this field order, not
 # an object (page weight: 36 results repeat every key); static/checker.js reads the same order.
 RESULT = ("n", "s", "b", "t")  # note, section, blocks, tried changes
+# The script writes what every sentence of a kind has: a label's capital and its ':', a verdict's
+# capital and its '.', 'Fix: ' and '; ' between a fix's edits and its '.', a tried change's ':'.
 # A block holds no exact text: its headline or verdict quotes the message's first clause, the loop's
 # tensor shapes are not the reader's, and the page's message is in full under "The error".
 BLOCK = ("k", "l", "v", "f", "d", "x")  # kind, label, verdict, fix, diff, fixed
@@ -612,6 +684,12 @@ def unpacked(row):
     kinds = {b["k"] for b in result["b"]}
     result["kind"] = kinds.pop() if len(kinds) == 1 else "mixed"
     return result
+
+
+def page_data(data):
+    """The data as the page sends it: the results in the order of the table of loops (sorted by
+    key), without their keys, which the script reads from the table's row ids (page weight)."""
+    return {**data, "results": [data["results"][key] for key in sorted(data["results"])]}
 
 
 def build(loops):
@@ -656,6 +734,15 @@ def build(loops):
                 cond = _checked(key, *MAIN[shapes[0].partition("~")[2]], run.source)
             conds.append((cond, v))
             edits = fix_edits(run, variant) if run.source != run.fix.source else []
+            dropped = dropped_by_fix(run) if edits else []
+            if dropped:
+                raise ClaimError(
+                    HERE,
+                    f"checker loop '{key}'",
+                    f"its fix leaves {', '.join(dropped)} without a gradient at a step",
+                    "Fix: ...",
+                    "change fix() in repro/loop.py so the fix trains what the loop trained",
+                )
             if run.raised is not None and not edits:
                 raise ClaimError(
                     HERE,
@@ -665,11 +752,14 @@ def build(loops):
                     "change fix() in repro/loop.py",
                 )
             block = {
-                "l": refs(capital([cond, ":"])) if cond else "",
+                "l": refs([cond]) if cond else "",
                 "k": v.kind,
                 # one sentence per variant; a single loop's is the headline, unless it runs at a cost
-                "v": refs(capital([*v.parts, "."])) if cond or v.kind == "costs" else "",
-                "f": refs(fix_pieces(edits)) if edits else "",
+                # a shape that runs as the usual code does: say so, it is not the cause
+                "v": refs([*v.parts, ", nothing to fix" if v.kind == "runs" and not edits else ""])
+                if cond or v.kind == "costs"
+                else "",
+                "f": refs(edits),
                 "d": encode_diff(diff_hunks(run.source, run.fix.source), ref) if edits else "",
                 "x": ref(fixed_sentence(run) if edits else None),
             }
@@ -700,8 +790,8 @@ def build(loops):
             still = v.kind == "raises" and main.raised and main.raised.message == run.raised.message
             tried.append(
                 {
-                    "l": ref(label + ":"),
-                    "v": refs(["still " if still else "", *v.parts, "."]),
+                    "l": ref(label),
+                    "v": refs(["still " if still else "", *v.parts]),
                     "d": encode_diff(diff_hunks(main.source, run.source, 1), ref),
                 }
             )

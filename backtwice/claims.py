@@ -338,7 +338,7 @@ def memory_device(s):
     require(device in ("cpu", "cuda"), f"it measured on {device!r}")
     require((device == "cuda") == bool(cuda), "CUDA figures do not match the device")
     if device == "cpu":
-        where = Markup("on the CPU; no GPU figures")
+        where = Markup("on the CPU")
     else:
         kept = {r["retain_graph"]: r["cuda allocated"] for r in cuda}
         where = Markup(
@@ -560,7 +560,7 @@ CLAIMS = (
     Claim(
         "unassigned_detach_changes_nothing",
         "cause-2",
-        "<code>h.detach()</code> alone changes nothing: it returns a new tensor, <code>h</code> stays attached, and the loop still raises on step {step}.",
+        "<code>h.detach()</code> alone returns a new tensor: <code>h</code> stays attached and the loop still raises on step {step}.",
         unassigned_detach_changes_nothing,
     ),
     Claim(

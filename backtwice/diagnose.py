@@ -113,8 +113,8 @@ def _is_reader(code):
     known = _READER.get(id(code))
     if known is None:
         name = code.co_filename
-        if name.startswith("<"):
-            known = not name.startswith("<frozen")
+        if name.startswith("<"):  # a cell's code is, `python -c`'s and a spawn's are not
+            known = not name.startswith("<frozen") and bool(linecache.getline(name, 1))
         else:
             path = os.path.normcase(os.path.abspath(name))
             known = path != _HERE and not path.startswith(_LIBRARIES)
@@ -612,19 +612,51 @@ class _InplaceTemplate:
         return text + self.hint
 
 
-class _Diagnoser:
-    """Records calls and saved tensors while a script runs; reports once the error fires."""
+class _Patches:
+    """Replaces attributes of torch's objects and puts them back; notes the optimizers made."""
+
+    def __init__(self):
+        self.patched = []
+        self.made = weakref.WeakSet()  # the optimizers made while this runs
+
+    def _patch(self, owner, name, value):
+        self.patched.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, value)
+
+    def _unpatch(self):
+        for owner, name, value in reversed(self.patched):
+            setattr(owner, name, value)
+        self.patched = []
+
+    def _track_optimizers(self):
+        init = torch.optim.Optimizer.__init__
+
+        @functools.wraps(init)
+        def __init__(optimizer, *args, **kwargs):
+            try:
+                init(optimizer, *args, **kwargs)
+            except BaseException as exc:
+                exc.__traceback__ = exc.__traceback__.tb_next
+                raise
+            self.made.add(optimizer)
+
+        self._patch(torch.optim.Optimizer, "__init__", _invisible(__init__))
+
+
+class _Recorder(_Patches):
+    """Records calls and saved tensors while a script runs; once the error fires, an
+    _Explainer reads the records and writes the report."""
 
     def __init__(self, script=None, shown=None, quiet=False):
+        super().__init__()
         self.script, self.shown, self.quiet, self.number = script, shown, quiet, 0
         self.top = self.current = self.pack_key = self.pack_at = self.marked = self.scan = None
         self.walk_top = self.walk_where = None
         self.first = self.last_free = self.retained = self.stepped = self.step_hook = None
         self.template = None
         self.report = self.reported = self.inplace = self.unprinted = None
-        self.by_site, self.steps, self.lines, self.doubles, self.patched = {}, {}, {}, [], []
+        self.by_site, self.steps, self.lines, self.doubles = {}, {}, {}, []
         self.double_sites = set()
-        self.made = weakref.WeakSet()  # the optimizers made while this runs
         self.said_aside = self.bare = self.bursts = False
         self.packs = self.reported_at = 0
         self.local = threading.local()
@@ -640,7 +672,7 @@ class _Diagnoser:
                 self._patch(func, name, self._aside(getattr(func, name)))
         if hasattr(torch, "vmap"):
             self._patch(torch, "vmap", self._aside(torch.vmap))
-        self._patch(torch.optim.Optimizer, "__init__", self._making(torch.optim.Optimizer.__init__))
+        self._track_optimizers()
         graph = torch.autograd.graph
         if hasattr(graph, "disable_saved_tensors_hooks"):
             self._patch(
@@ -681,18 +713,12 @@ class _Diagnoser:
 
         return run
 
-    def _patch(self, owner, name, value):
-        self.patched.append((owner, name, getattr(owner, name)))
-        setattr(owner, name, value)
-
     def stop(self):
         self._end_burst()
         if getattr(self.local, "hooks", None) is not None and self.local.aside == 0:
             self.local.hooks.__exit__(None, None, None)
         self.local.hooks = None
-        for owner, name, value in reversed(self.patched):
-            setattr(owner, name, value)
-        self.patched = []
+        self._unpatch()
         if self.step_hook is not None:
             self.step_hook.remove()
         if _active() is self:
@@ -857,7 +883,7 @@ class _Diagnoser:
                     and not (self.report is not None and self.reported_at > call.number)
                 ):
                     with contextlib.suppress(Exception):
-                        self._on_error(exc, call, sys._getframe(1))
+                        _Explainer(self).on_error(exc, call, _frames(sys._getframe(1), self.top))
                 exc.__traceback__ = exc.__traceback__.tb_next
                 raise
             self.current = outer
@@ -932,8 +958,8 @@ class _Diagnoser:
             return
         self.double_sites.add(key)
         entry = {
-            "first": self._place(first.site, first.number),
-            "second": self._place(second.site, second.number),
+            "first": self.place(first.site, first.number),
+            "second": self.place(second.site, second.number),
             "node": node.name(),
         }
         self.doubles.append(entry)
@@ -943,18 +969,6 @@ class _Diagnoser:
             " retain_graph; they saved no tensors, so torch did not raise, and their gradients"
             f" were added again ({ISSUE_13494})\n"
         )
-
-    def _making(self, init):
-        @functools.wraps(init)
-        def __init__(optimizer, *args, **kwargs):
-            try:
-                init(optimizer, *args, **kwargs)
-            except BaseException as exc:
-                exc.__traceback__ = exc.__traceback__.tb_next
-                raise
-            self.made.add(optimizer)
-
-        return _invisible(__init__)
 
     def _aside(self, transform):
         @functools.wraps(transform)
@@ -1031,19 +1045,83 @@ class _Diagnoser:
             return None
         return original.grad_fn.name(), original.output_nr
 
-    def _on_error(self, exc, call, frame):
-        frames = _frames(frame, self.top)
+    def saved_read(self, exc):
+        """An error raised outside a backward call: a saved tensor read after it was freed."""
+        if self.reported is not exc and BACKWARD_TWICE in str(exc):
+            _Explainer(self).saved_read(exc)
+
+    def show(self, filename):
+        if self.script is not None and filename == self.script:
+            return self.shown
+        return _cell(filename) or filename
+
+    def at(self, filename, line, call=False):
+        place = {"file": self.show(filename), "line": line, "code": _source(filename, line)}
+        raw = linecache.getline(filename, line or 0).expandtabs() if filename else ""
+        place["indent"] = len(raw) - len(raw.lstrip())
+        if call is not False:
+            place["call"] = call
+        return place
+
+    def place(self, site, call=None):
+        if not site:
+            return {"file": None, "line": None, "code": None, "call": call, "callers": []}
+        place = self.at(site[0][0].co_filename, site[0][1], call)
+        place["callers"] = [self.at(c.co_filename, n) for c, n in site[1:]]
+        return place
+
+    def result(self):
+        if self.report is not None:
+            return self.report
+        keys = ("error", "cause", "raised", "freed_by", "node", "fix", "checker")
+        return dict(
+            dict.fromkeys(keys),
+            torch=torch.__version__,
+            lines=[],
+            double_traversals=self.doubles,
+            fixes=[],
+        )
+
+
+class _Explainer:
+    """The facts at the error (what raised, what freed it, where it was built, what holds it),
+    the cause, and the report with its fix candidates, read from a _Recorder's records."""
+
+    def __init__(self, rec):
+        self.rec = rec
+
+    def saved_read(self, exc):
+        frames = []
+        tb = exc.__traceback__
+        while tb is not None:
+            if _is_reader(tb.tb_frame.f_code) and tb.tb_frame is not self.rec.top:
+                frames.insert(0, (tb.tb_frame, tb.tb_lineno))
+            tb = tb.tb_next
+        if not frames:
+            return
+        frame, line = frames[0]
+        filename = frame.f_code.co_filename
+        code = _source(filename, line)
+        candidates = list(self._nodes_named(frame, code or ""))
+        found, _, _ = self._search(candidates, None)
+        if not found:
+            everything = list(frame.f_locals.values()) + list(frame.f_globals.values())
+            found, _, _ = self._search([n for n in map(_node_of, everything) if n], None)
+        raised = self.rec.place([(f.f_code, n) for f, n in frames])
+        self._finish(exc, raised, None, found, set(), False, [f for f, _ in frames])
+
+    def on_error(self, exc, call, frames):
         if INPLACE in str(exc):
             return self._after_retain(exc, call, frames)
         stack = _roots(call)
         self._finish(
-            exc, self._place(call.site, call.number), call, *self._search(stack, call), frames
+            exc, self.rec.place(call.site, call.number), call, *self._search(stack, call), frames
         )
 
     def _search(self, stack, call):
         # leaves: 2 if a leaf was reached, 1 if only nodes this call went through, else 0
         seen, found, roots, leaves = {}, [], set(), 0
-        self.scan = []
+        self.rec.scan = []
         try:
             while stack and len(seen) < SEARCH_LIMIT:
                 node = stack.pop()
@@ -1065,7 +1143,7 @@ class _Diagnoser:
                     mark = (region[4],) + tuple(region[:3])
                 # A value no pack hook saw (a wrapped Python number): freed by the call that
                 # last went through the node, or by the last one since it was built.
-                last = meta.get(WALKED) or self.last_free
+                last = meta.get(WALKED) or self.rec.last_free
                 if (
                     mark is None
                     and last not in (None, call)
@@ -1079,30 +1157,8 @@ class _Diagnoser:
                 leaves = leaves or int(mark is not None)
                 stack.extend(_children(node))
         finally:
-            self.scan = None
+            self.rec.scan = None
         return found, roots, leaves
-
-    def saved_read(self, exc):
-        if self.reported is exc or BACKWARD_TWICE not in str(exc):
-            return
-        frames = []
-        tb = exc.__traceback__
-        while tb is not None:
-            if _is_reader(tb.tb_frame.f_code) and tb.tb_frame is not self.top:
-                frames.insert(0, (tb.tb_frame, tb.tb_lineno))
-            tb = tb.tb_next
-        if not frames:
-            return
-        frame, line = frames[0]
-        filename = frame.f_code.co_filename
-        code = _source(filename, line)
-        candidates = list(self._nodes_named(frame, code or ""))
-        found, _, _ = self._search(candidates, None)
-        if not found:
-            everything = list(frame.f_locals.values()) + list(frame.f_globals.values())
-            found, _, _ = self._search([n for n in map(_node_of, everything) if n], None)
-        raised = self._place([(f.f_code, n) for f, n in frames])
-        self._finish(exc, raised, None, found, set(), False, [f for f, _ in frames])
 
     def _nodes_named(self, frame, code):
         for chain in re.findall(r"[A-Za-z_][\w.]*", code):
@@ -1165,26 +1221,26 @@ class _Diagnoser:
         return best[1:] if best else None
 
     def _after_retain(self, exc, call, frames):
-        kept = self.retained
-        if self.inplace is not None:  # these hooks found it
-            node, where = self.inplace[1], self.inplace[0][3]
+        kept = self.rec.retained
+        if self.rec.inplace is not None:  # these hooks found it
+            node, where = self.rec.inplace[1], self.rec.inplace[0][3]
         else:  # torch did, in a tensor a burst saved
             node, where = self._changed_in_burst(call)
         if where is None or kept is None or kept.number <= where[2]:
             return
         found = [(node, (kept,) + where)] if node is not None else []
         changed = None
-        if self.stepped and self.stepped[1] >= kept.number and self.stepped[0]:
-            changed = self._place(self.stepped[0])
+        if self.rec.stepped and self.rec.stepped[1] >= kept.number and self.rec.stepped[0]:
+            changed = self.rec.place(self.rec.stepped[0])
         self._finish(
-            exc, self._place(call.site, call.number), call, found, set(), 2, frames, changed
+            exc, self.rec.place(call.site, call.number), call, found, set(), 2, frames, changed
         )
 
     def _changed_in_burst(self, call):
         """The node, below an output of a burst, whose saved tensor torch found changed in
         place, and the burst's (code, line, clock); (None, None) if there is none."""
         stack, seen = [(node, None) for node in _roots(call)], {}
-        self.scan = []  # these hooks' own saved tensors are probed without raising
+        self.rec.scan = []  # these hooks' own saved tensors are probed without raising
         try:
             while stack and len(seen) < SEARCH_LIMIT:
                 node, region = stack.pop()
@@ -1200,23 +1256,23 @@ class _Diagnoser:
                     return node, tuple(region[:3])
                 stack.extend((child, region) for child in _children(node))
         finally:
-            self.scan = None
+            self.rec.scan = None
         return None, None
 
     def _finish(self, exc, raised, call, found, roots, leaves, frames, changed=None):
         ev = self._evidence(found, frames)
         cause = self._classify(ev, call, roots, leaves, frames)
         retained = changed is not None or INPLACE in str(exc)
-        self.report = None
-        report = dict(self.result(), error=str(exc), raised=raised)
+        self.rec.report = None
+        report = dict(self.rec.result(), error=str(exc), raised=raised)
         report["cause"] = "inplace-after-retain" if retained else cause
         if ev.freeing is not None:
             report["freed_by"] = dict(
-                self._place(ev.freeing.site, ev.freeing.number),
+                self.rec.place(ev.freeing.site, ev.freeing.number),
                 retain_graph=ev.freeing.retain_graph,
             )
         if ev.node is not None and ev.line:
-            report["node"] = dict(self._at(ev.filename, ev.line, None), name=ev.node.name())
+            report["node"] = dict(self.rec.at(ev.filename, ev.line, None), name=ev.node.name())
         if cause is not None:
             self._explain(report, ev, cause, call, roots, frames, retained, changed)
         if cause is None and call is not None:  # no freeing call seen: torch's own (a checkpoint's)
@@ -1224,13 +1280,13 @@ class _Diagnoser:
                 _fix_reentrant([c.co_filename for c, _ in call.site])
             )
         report["lines"] = self._lines(report, cause, ev.clock, ev.freeing, call, changed)
-        self.report = report
-        self.reported, self.reported_at = exc, self.number
-        if not self.quiet:
-            if self.script is None:
+        self.rec.report = report
+        self.rec.reported, self.rec.reported_at = exc, self.rec.number
+        if not self.rec.quiet:
+            if self.rec.script is None:
                 _emit(format_report(report))
             else:
-                self.unprinted = format_report(report)
+                self.rec.unprinted = format_report(report)
 
     def _evidence(self, found, frames):
         """The freed node, the call that freed it, where it was built and when, and its holder."""
@@ -1249,7 +1305,7 @@ class _Diagnoser:
                 mark, shown = (mark[0],) + tuple(below[0][1:]), below[1]
         code, line, clock = mark[1:] if mark else (None, None, None)
         filename = code.co_filename if code else None
-        if clock == 0 and self.lines.get(_key(((code, line),))):
+        if clock == 0 and self.rec.lines.get(_key(((code, line),))):
             clock = -1
         for frame in frames if clock == 0 else ():
             if frame.f_code is code:  # built in the loop that raised: an earlier pass of it
@@ -1265,7 +1321,7 @@ class _Diagnoser:
                 filename = holder[2]
                 at = [n for c, n in freeing.site if c.co_filename == filename]
                 line = _assigned(filename, holder[0].split(".")[-1], at[-1] if at else 1 << 30)
-            first = [n for c, n in self.first.site if c.co_filename == filename]
+            first = [n for c, n in self.rec.first.site if c.co_filename == filename]
             clock = 0 if line and first and line < first[-1] else None
         return types.SimpleNamespace(
             node=node,
@@ -1283,14 +1339,14 @@ class _Diagnoser:
     def _classify(self, ev, call, roots, leaves, frames):
         """The cause; notes on `ev` whether a step since the freeing call trains the node."""
         node, freeing, code, line, clock = ev.node, ev.freeing, ev.code, ev.line, ev.clock
-        steps = self.step_hook and self.steps
+        steps = self.rec.step_hook and self.rec.steps
         # Whether an optimizer that stepped since the freeing call trains what lies under the
         # node: one walk of the graph, read by the cause and the fix.
         trained = node is not None and freeing is not None and _trained(node, steps, freeing.number)
         once = (
             freeing is not None
             and code is not None
-            and self.lines.get(_key(((code, line),)), 0) < freeing.number
+            and self.rec.lines.get(_key(((code, line),)), 0) < freeing.number
             and self._one_pass(code, line, frames, freeing, trained)
         )
         direct = (
@@ -1303,7 +1359,7 @@ class _Diagnoser:
             and code is not None
             and clock is not None
             and clock < freeing.number
-            and self.lines.get(_key(((code, line),)), 0) >= freeing.number
+            and self.rec.lines.get(_key(((code, line),)), 0) >= freeing.number
         )
         ev.trained = trained
         ev.line = ev.shown or line
@@ -1319,7 +1375,7 @@ class _Diagnoser:
             sub = "grad"
         key = cause + "/" + sub if cause + "/" + str(sub) in CHECKER else cause
         report["checker"] = CHECKER[key]
-        if cause == "shared-forward" and trained and self.step_hook and not retained:
+        if cause == "shared-forward" and trained and self.rec.step_hook and not retained:
             between = self._between(ev.node, freeing, call, frames)
         if cause == "same-loss-twice" and call is not None and freeing.site != call.site:
             # The second call starts from a sum of losses the first already went back
@@ -1329,7 +1385,7 @@ class _Diagnoser:
                 if added:
                     between = "summed", (loss, added)
                     break
-        report["fix"] = self._fix(
+        report["fix"] = self._sentence(
             cause, sub, report, freeing, holder, retained, call, trained, between
         )
         facts = self._facts(
@@ -1370,14 +1426,14 @@ class _Diagnoser:
         if ev.updated:
             sub, holder = "ema", (ev.updated[0], "module", ev.updated[1], ev.updated[2], None)
         if sub == "slices":  # torch stops at the earlier step's in-place write
-            report["node"] = dict(self._at(filename, holder[3], None), name="CopySlices")
+            report["node"] = dict(self.rec.at(filename, holder[3], None), name="CopySlices")
         return sub, holder
 
     def _one_pass(self, code, line, frames, freeing, trained):
         # The node's line ran once, before both calls: are they one pass of what runs it
         # (micro-batches, heads, critic steps) rather than two training steps? Not if an
         # optimizer training what lies under the node stepped between them.
-        if self.step_hook and self.steps and trained:
+        if self.rec.step_hook and self.rec.steps and trained:
             return False
         for frame in frames:
             if frame.f_code is code:  # yes if the line is in a loop (or function) around the raise
@@ -1387,7 +1443,7 @@ class _Diagnoser:
                 return any(first <= line <= last for first, last in loops)
         if self._ran_again(code, freeing):  # what runs the line ran again, this line not
             return True
-        return bool(self.step_hook) and not self._stepped_since(freeing.number)
+        return bool(self.rec.step_hook) and not self._stepped_since(freeing.number)
 
     def _updated_in_place(self, node, frames):
         """(name, file, line) of a model whose parameters were updated in place with autograd
@@ -1431,7 +1487,7 @@ class _Diagnoser:
         # A node deep inside the pass (a log-prob's correction below a policy's layers) uses no
         # parameter itself: the pass's are those below it.
         own = _own_params(node) or _params([node])
-        stepped = [ref() for number, ref in self.steps.values() if number >= freeing.number]
+        stepped = [ref() for number, ref in self.rec.steps.values() if number >= freeing.number]
         stepped = [o for o in stepped if o is not None and own & _held(o)]
         if not own or not stepped or call is None:
             return None
@@ -1469,17 +1525,18 @@ class _Diagnoser:
     def _optimizers(self):
         # Every optimizer alive: those made since the start, where it came first (a script run
         # by the runner or the capture), else a scan of every object (around a loop, a notebook).
-        if self.script is None:
+        if self.rec.script is None:
             return [o for o in gc.get_objects() if issubclass(type(o), torch.optim.Optimizer)]
-        return list(self.made)
+        return list(self.rec.made)
 
     def _stepped_since(self, number):
         # Whether an optimizer stepped after call `number`, as the step hook saw it.
-        return any(step >= number for step, _ in self.steps.values())
+        return any(step >= number for step, _ in self.rec.steps.values())
 
     def _ran_again(self, code, freeing):
         return code is not None and any(
-            key[0][0] == id(code) and number >= freeing.number for key, number in self.lines.items()
+            key[0][0] == id(code) and number >= freeing.number
+            for key, number in self.rec.lines.items()
         )
 
     def _carried_holder(self, node, frames, filename, line):
@@ -1536,11 +1593,11 @@ class _Diagnoser:
         return sorted(lines, key=lambda e: (str(e["file"]), e["line"] or 0, order.index(e["kind"])))
 
     def _call(self, call):
-        runs = self.by_site.get(_key(call.site), (0, 0))[1]
+        runs = self.rec.by_site.get(_key(call.site), (0, 0))[1]
         step = f" (iteration {call.runs})" if runs > 1 else ""
         return f"{call.kind} call {call.number}{step}"
 
-    def _fix(
+    def _sentence(
         self, cause, sub, report, freeing, holder, retained, call=None, trained=False, between=None
     ):
         raised, first = report["raised"], report["freed_by"]
@@ -1563,7 +1620,9 @@ class _Diagnoser:
         words = dict(raised=raised, first=first, again=again, built=built, name=name, var=var)
         words.update(pair=pair, closure=closure, sub=sub, freeing=freeing, holder=holder)
         words.update(retained=retained, call=call, trained=trained, between=between)
-        words.update(show=self._show, step_hook=self.step_hook, stepped_since=self._stepped_since)
+        words.update(
+            show=self.rec.show, step_hook=self.rec.step_hook, stepped_since=self._stepped_since
+        )
         return _SAY.get(cause, _say_saved)(types.SimpleNamespace(**words))
 
     def _facts(self, cause, sub, holder, between, call, freeing, filename, line, node, frames):
@@ -1601,8 +1660,8 @@ class _Diagnoser:
             reads_grad=bool(name and (_grad_reads(hfile, name) or _grad_of(hfile, name))),
             bare=name and sub == "rnn" and _bare_detach(hfile, name),
             special=special,
-            stepped=bool(self.step_hook) and self._stepped_since(freeing.number),
-            optimizers=bool(self.steps) or bool(self._optimizers()),
+            stepped=bool(self.rec.step_hook) and self._stepped_since(freeing.number),
+            optimizers=bool(self.rec.steps) or bool(self._optimizers()),
             closest=self._closest(node, frames) if cause == "shared-forward" else None,
             deep=self._deep(node, frames) if cause == "carried-state" else [],
             root=next((n for n, _, _ in self._root_names(call, frames)), None) if call else None,
@@ -1651,42 +1710,10 @@ class _Diagnoser:
     def _shown_fixes(self, fixes):
         """The candidates with each file named as the reader gave it, and their diffs."""
         for fix in fixes:
-            fix["diff"] = _diff(fix["edits"], self._show)
+            fix["diff"] = _diff(fix["edits"], self.rec.show)
             for edit in fix["edits"]:
-                edit["file"] = self._show(edit["file"])
+                edit["file"] = self.rec.show(edit["file"])
         return fixes
-
-    def _show(self, filename):
-        if self.script is not None and filename == self.script:
-            return self.shown
-        return _cell(filename) or filename
-
-    def _at(self, filename, line, call=False):
-        place = {"file": self._show(filename), "line": line, "code": _source(filename, line)}
-        raw = linecache.getline(filename, line or 0).expandtabs() if filename else ""
-        place["indent"] = len(raw) - len(raw.lstrip())
-        if call is not False:
-            place["call"] = call
-        return place
-
-    def _place(self, site, call=None):
-        if not site:
-            return {"file": None, "line": None, "code": None, "call": call, "callers": []}
-        place = self._at(site[0][0].co_filename, site[0][1], call)
-        place["callers"] = [self._at(c.co_filename, n) for c, n in site[1:]]
-        return place
-
-    def result(self):
-        if self.report is not None:
-            return self.report
-        keys = ("error", "cause", "raised", "freed_by", "node", "fix", "checker")
-        return dict(
-            dict.fromkeys(keys),
-            torch=torch.__version__,
-            lines=[],
-            double_traversals=self.doubles,
-            fixes=[],
-        )
 
 
 def _say_twice(w):
@@ -1951,7 +1978,7 @@ _SAY = {
 }
 
 
-_PACK = _Diagnoser._pack.__code__
+_PACK = _Recorder._pack.__code__
 
 
 def _kind(value):
@@ -2345,7 +2372,9 @@ def _members(path, value):
         return []
     found = [(f"{path}.{k}", v) for k, v in list(attrs.items()) if not k.startswith("_")]
     if isinstance(value, torch.nn.Module):
-        found += [(f"{path}.{k}", v) for k, v in value._modules.items()]
+        found += [
+            (f"{path}[{k}]" if k.isdigit() else f"{path}.{k}", v) for k, v in value._modules.items()
+        ]
         found += [(f"{path}.{k}", v) for k, v in value._buffers.items() if v is not None]
     return found
 
@@ -2354,7 +2383,7 @@ def _fix_deep(f):
     """A tensor kept on an object, found there: store it detached, or detach it after the step."""
     found = []
     for path in f.deep[:3]:
-        attr = re.match(r"[\w.]*\.(\w+)$", path)
+        attr = re.match(r"[\w.\[\]]*\.(\w+)$", path)
         if attr is None:
             continue
         stores = [
@@ -2407,7 +2436,14 @@ def _after_raise(f, lines):
     for path in _deep_paths(f):
         attr = path.rsplit(".", 1)[-1]
         lines = [re.sub(rf"\bself\.{attr}\b", path, t) for t in lines]
+    if any(re.search(r"\bself\.", t) for t in lines):  # only where a method binds `self`
+        sites = [s for s in sites if _binds_self(*s)] or sites
     return [_insert_after(file, line, lines) for file, line in sites[-1:]]
+
+
+def _binds_self(filename, line):
+    args = getattr(_scope(_parse(filename), line), "args", None)
+    return args is not None and any(a.arg == "self" for a in args.args)
 
 
 def _deep_paths(f):
@@ -2782,49 +2818,67 @@ def _candidates(f):
 # `--try` runs the script again in a fresh process for each machine-applicable fix, the edits
 # applied in memory (files on disk unchanged), and stops it two calls past the one that raised.
 # A fix passes when that run raises nothing and every parameter that got a gradient before the
-# error in the original run gets a non-zero gradient again.
+# error in the original run gets a non-zero gradient again, also from the step that raised on.
 TRY_ENV = "BACKTWICE_TRY"
-_EDITED = {}  # in a try: {absolute path: edited text}; "__main__": the script's globals
+_EDITED = {}  # in a try: {absolute path: edited text}
+_MAIN = {}  # "globals": the script's, which name the parameters once it has ended
 TRIES = 6
 # A try may take this long: four times what the run took to the error, torch's import included.
 TRY_BASE, TRY_FACTOR = 10.0, 4.0
 
 
-class _Tracker:
+class _Tracker(_Patches):
     """Counts backward and grad calls and notes the leaves that got a non-zero gradient."""
 
     def __init__(self, stop_after=None, result=None):
-        self.calls, self.raised_at, self.got = 0, None, {}
-        self.stop_after, self.result, self.patched = stop_after, result, []
-        self.made = weakref.WeakSet()  # the optimizers made while this runs
+        super().__init__()
+        self.calls, self.raised_at, self.got, self.late, self.since = 0, None, {}, {}, None
+        self.stop_after, self.result, self.depth = stop_after, result, 0
+        # reach: what the line that raised trained in its calls before and reaches again;
+        # by_line: {(file, line): ids of the parameters an optimizer stepped right after one
+        # of its calls, with that call's gradient}; pending: (line, ids) of the last call.
+        # In a try, unstepped: what an optimizer stepped with no gradient right after the
+        # call at the index that raised.
+        self.reach, self.watch, self.unstepped, self.hook = [], False, {}, None
+        self.by_line, self.pending = {}, None
 
     def start(self):
         for name in ("backward", "grad"):
             self._patch(torch.autograd, name, self._wrap(getattr(torch.autograd, name), name))
-        init = torch.optim.Optimizer.__init__
-
-        @functools.wraps(init)
-        def __init__(optimizer, *args, **kwargs):
-            init(optimizer, *args, **kwargs)
-            self.made.add(optimizer)
-
-        self._patch(torch.optim.Optimizer, "__init__", _invisible(__init__))
-
-    def _patch(self, owner, name, value):
-        self.patched.append((owner, name, getattr(owner, name)))
-        setattr(owner, name, value)
+        self._track_optimizers()
+        module = sys.modules[torch.optim.Optimizer.__module__]
+        register = getattr(module, "register_optimizer_step_pre_hook", None)
+        if register is not None:
+            self.hook = register(self._stepping)
 
     def stop(self):
-        for owner, name, original in reversed(self.patched):
-            setattr(owner, name, original)
-        self.patched = []
+        self._unpatch()
+        if self.hook is not None:
+            self.hook.remove()
+
+    def _stepping(self, optimizer, *_):
+        if self.pending is not None:  # a step right after a call: what it trains
+            line, fresh = self.pending
+            self.by_line.setdefault(line, set()).update(fresh & _held(optimizer))
+        if self.watch:  # a step right after the call that raised in the original run
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    if p.grad is None or not bool(p.grad.ne(0).any()):
+                        self.unstepped[id(p)] = p
 
     def _wrap(self, original, kind):
         @functools.wraps(original)
         def tracked(*args, **kwargs):
             roots = args[0] if args else kwargs.get("tensors" if kind == "backward" else "outputs")
             leaves = _leaves(_kind(roots)[1]) if kind == "backward" else []
-            self.calls += 1
+            # Only the reader's own calls count: those made inside one (a custom Function's
+            # backward taking autograd.grad) do not shift where a try stops.
+            outer, self.depth = self.depth == 0, self.depth + 1
+            self.calls += outer
+            line = _reader_line(sys._getframe(1)) if self.since is None else None
+            before = {id(t): _grad_key(t) for t in leaves} if line else {}
+            if outer:
+                self.pending = None
             try:
                 result = original(*args, **kwargs)
             except BaseException as exc:
@@ -2832,18 +2886,31 @@ class _Tracker:
                 if self.raised_at is None and (BACKWARD_TWICE in text or INPLACE in text):
                     self.raised_at = self.calls
                     self.baseline = self.names(sys._getframe(1))
+                    trained = self.by_line.get(line, set())
+                    here = {id(t): t for t in leaves if id(t) in trained}
+                    self.reach = _param_names(here, sys._getframe(1), list(self.made))
                 exc.__traceback__ = exc.__traceback__.tb_next
                 raise
+            finally:
+                self.depth -= 1
             inputs = args[1] if kind == "grad" and len(args) > 1 else kwargs.get("inputs")
             if kind == "grad":
                 inputs = [inputs] if isinstance(inputs, torch.Tensor) else list(inputs or ())
                 pairs = [(t, result[i]) for i, t in enumerate(inputs) if i < len(result)]
             else:
                 pairs = ((t, t.grad) for t in leaves)
+            late = self.since is not None and self.calls >= self.since
             for tensor, grad in pairs:
-                if grad is not None and id(tensor) not in self.got and bool(grad.ne(0).any()):
+                if grad is not None and bool(grad.ne(0).any()):
                     self.got[id(tensor)] = tensor
-            if self.stop_after is not None and self.calls >= self.stop_after:
+                    if late:  # from the call that raised in the original run on
+                        self.late[id(tensor)] = tensor
+                    if outer and id(tensor) in before and before[id(tensor)] != _grad_key(tensor):
+                        self.pending = self.pending or (line, set())  # this call's gradient
+                        self.pending[1].add(id(tensor))
+            if outer:
+                self.watch = kind == "backward" and self.calls == self.since
+            if outer and self.stop_after is not None and self.calls >= self.stop_after:
                 self.finish(None, sys._getframe(1))
             return result
 
@@ -2855,13 +2922,29 @@ class _Tracker:
 
     def finish(self, error, frame):
         # In a try: say how it went and end the process, as its own exit would not tell.
+        late = _param_names(self.late, frame, list(self.made))
         outcome = {"calls": self.calls, "parameters": self.names(frame), "error": error}
+        outcome["late"] = late
+        outcome["unstepped"] = _param_names(self.unstepped, frame, list(self.made))
         with open(self.result, "w", encoding="utf-8") as out:
             json.dump(outcome, out)
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
         os._exit(0)
+
+
+def _reader_line(frame):
+    """(file, line) of the reader's frame nearest `frame`."""
+    while frame is not None and not _is_reader(frame.f_code):
+        frame = frame.f_back
+    return (frame.f_code.co_filename, frame.f_lineno) if frame is not None else None
+
+
+def _grad_key(tensor):
+    # What tells a new gradient from the one there was: its object and its version.
+    grad = tensor.grad
+    return None if grad is None else (id(grad), grad._version)
 
 
 def _leaves(tensors, limit=SEARCH_LIMIT):
@@ -2881,7 +2964,7 @@ def _leaves(tensors, limit=SEARCH_LIMIT):
 
 
 def _param_names(got, frame, optimizers):
-    named, scopes = {}, [_EDITED.get("__main__") or vars(sys.modules["__main__"])]
+    named, scopes = {}, [_MAIN.get("globals") or vars(sys.modules["__main__"])]
     frames = []
     while frame is not None:
         if _is_reader(frame.f_code):
@@ -2969,10 +3052,12 @@ def _try_one(fix, argv, budget, baseline):
     with tempfile.TemporaryDirectory(prefix="backtwice-try-") as folder:
         spec, result = os.path.join(folder, "spec.json"), os.path.join(folder, "result.json")
         with open(spec, "w", encoding="utf-8") as out:
-            json.dump(
-                {"edits": fix["edits"], "stop_after": baseline["stop"], "result": result}, out
-            )
+            stop = baseline["stop"]
+            spec_data = {"edits": fix["edits"], "stop_after": stop, "since": stop - 2}
+            json.dump(dict(spec_data, result=result), out)
         env = dict(os.environ, **{TRY_ENV: spec})
+        env.pop(CHILD_ENV, None)  # its children run plainly
+        env.pop(CHILD_ENV + "_SCRIPT", None)
         log = os.path.join(folder, "log")
         with open(log, "wb") as out:
             try:
@@ -3001,9 +3086,19 @@ def _verdict(run, baseline):
     if run["error"]:
         return dict(tried, outcome="raised", detail=run["error"])
     missing = [p for p in baseline["parameters"] if p not in run["parameters"]]
+    reach = baseline.get("reach", [])
+    when = ""
+    if not missing and run["calls"] >= baseline["stop"] - 2:  # and again once past the error
+        missing = [p for p in reach if p not in run.get("late", [])]
+        when = " in the steps from the one that raised on"
+    if not missing:  # the line that raised trained these before; now stepped with none
+        missing = [p for p in run.get("unstepped", []) if p in reach]
+        when = " from the call that raised before, though an optimizer stepped {} right after"
+        when = when.format("them" if len(missing) > 1 else "it")
     if missing:
         shown = ", ".join(f"`{p}`" for p in missing[:3]) + (" and more" if len(missing) > 3 else "")
-        return dict(tried, outcome="no gradient", detail=f"ran, but {shown} got no gradient")
+        detail = f"ran, but {shown} got no gradient{when}"
+        return dict(tried, outcome="no gradient", detail=detail)
     end = (
         "to its end"
         if run["calls"] < baseline["stop"]
@@ -3020,6 +3115,7 @@ def _child(spec_path, script, run):
         spec = json.load(handle)
     _use_sources(_edited_sources(spec["edits"]))
     tracker = _Tracker(spec["stop_after"], spec["result"])
+    tracker.since = spec.get("since")
     tracker.start()
     try:
         run()
@@ -3047,6 +3143,7 @@ def _try_all(report, argv, tracker, shown, say):
         f"{PREFIX}--try runs {shown} again, once per fix ({len(machine)} runs): whatever it writes, logs or sends, it does again; its files on disk stay as they are\n"
     )
     baseline = {"stop": tracker.raised_at + 2, "parameters": tracker.baseline}
+    baseline["reach"] = tracker.reach
     budget = TRY_BASE + TRY_FACTOR * (time.monotonic() - _STARTED)
     for fix in machine:
         fix["tried"] = _try_one(fix, argv, budget, baseline)
@@ -3208,7 +3305,7 @@ class diagnose:  # noqa: N801 - used as `with diagnose():`, like a function
 
     def __enter__(self):
         if _active() is None:
-            self.state = _Diagnoser(self.script, self.shown, quiet=self.script is not None)
+            self.state = _Recorder(self.script, self.shown, quiet=self.script is not None)
             if self.script is not None:
                 self.state.top = sys._getframe(1)
             self.state.start()
@@ -3236,7 +3333,7 @@ class diagnose:  # noqa: N801 - used as `with diagnose():`, like a function
 def load_ipython_extension(shell):
     """`%load_ext backtwice.diagnose`: keep a diagnoser on across the notebook's cells."""
     if _active() is None:
-        _Diagnoser().start()
+        _Recorder().start()
 
 
 def unload_ipython_extension(shell):
@@ -3293,13 +3390,148 @@ _OWNED = {}
 
 
 def _rank_prefix():
-    """`[rankN]:` as torch's launcher prefixes a rank's lines, when more than one runs."""
+    """`[rankN]:` as torch's launcher prefixes a rank's lines, when more than one runs; in a
+    child process, its rank under torch.multiprocessing.spawn, else its pid."""
     try:
         world = int(os.environ.get("WORLD_SIZE", "1"))
     except ValueError:
-        return ""
+        world = 1
     rank = os.environ.get("RANK", os.environ.get("LOCAL_RANK"))
-    return f"[rank{rank}]:" if world > 1 and rank is not None else ""
+    if world > 1 and rank is not None:
+        return f"[rank{rank}]:"
+    started = sys.modules.get("multiprocessing")  # a worker of a plain run (its own import)
+    started = started is not None and started.parent_process() is not None
+    if not (_CHILD or started or os.getpid() != _PID):  # not a child, forked or started
+        return ""
+    frame = sys._getframe()
+    while frame is not None:  # torch.multiprocessing.spawn's _wrap(fn, i, ...) runs worker i
+        code = frame.f_code
+        if code.co_name == "_wrap" and code.co_filename.endswith("spawn.py"):
+            rank = frame.f_locals.get("i")
+            if isinstance(rank, int):
+                return f"[rank{rank}]:"
+        frame = frame.f_back
+    return f"[pid {os.getpid()}]:"
+
+
+CHILD_ENV = "BACKTWICE_DIAGNOSE_CHILD"
+_CHILD = []  # [True] in a child process this file was loaded into by its sitecustomize
+_PID = os.getpid()
+
+# On a child's PYTHONPATH: chains to the sitecustomize it hides, takes its folder off sys.path,
+# and once the child imports torch, loads this file and records (the report printed as the
+# error is raised, as `with diagnose():` does). A child that never imports torch pays nothing.
+_SITECUSTOMIZE = '''"""Written by backtwice.diagnose for the Python processes a diagnosed script starts."""
+import os
+import sys
+
+
+class _WhenTorch:
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)
+        import importlib.util
+
+        spec = importlib.util.find_spec(name)
+        loader = spec and spec.loader
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        run = loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            try:
+                found = importlib.util.spec_from_file_location("_backtwice_child", os.environ[KEY])
+                child = importlib.util.module_from_spec(found)
+                sys.modules[found.name] = child
+                found.loader.exec_module(child)
+                child._start_child()
+            except Exception as exc:
+                sys.stderr.write("backtwice.diagnose: not diagnosing this child: %r\\n" % (exc,))
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def _start():
+    import importlib.machinery
+    import importlib.util
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", sys.path)
+    if spec is not None and spec.loader is not None:
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["sitecustomize"] = module
+        spec.loader.exec_module(module)
+    if os.environ.get(KEY) and "_backtwice_child" not in sys.modules:
+        sys.meta_path.insert(0, _WhenTorch())
+
+
+KEY = "@KEY@"
+_start()
+'''
+
+
+def _follow_children(script, shown):
+    """Diagnose the Python processes the script starts (multiprocessing's spawn and forkserver
+    workers, torch.multiprocessing.spawn's, subprocess children): a sitecustomize in a folder
+    put first on their PYTHONPATH. A forked child needs none. Returns what puts the
+    environment back and removes the folder, once the script has ended."""
+    import atexit
+    import shutil
+
+    names = ("PYTHONPATH", CHILD_ENV, CHILD_ENV + "_SCRIPT")
+    saved = {name: os.environ.get(name) for name in names}
+    try:  # where it cannot be written (no space, a file size limit), children run plainly
+        folder = tempfile.mkdtemp(prefix="backtwice-children-")
+        atexit.register(shutil.rmtree, folder, True)
+        with open(os.path.join(folder, "sitecustomize.py"), "w", encoding="utf-8") as out:
+            out.write(_SITECUSTOMIZE.replace("@KEY@", CHILD_ENV))
+    except OSError:
+        return lambda: None
+    os.environ[CHILD_ENV] = os.path.abspath(__file__)
+    os.environ[CHILD_ENV + "_SCRIPT"] = json.dumps([script, shown])
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    os.environ["PYTHONPATH"] = os.pathsep.join([folder, *paths])
+
+    def restore():
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        shutil.rmtree(folder, True)
+
+    return restore
+
+
+def _start_child():
+    """In a child process, once it imported torch: record, and report as the error is raised."""
+    _CHILD.append(True)
+    if _active() is None:
+        with contextlib.suppress(ValueError, TypeError):
+            script, shown = json.loads(os.environ.get(CHILD_ENV + "_SCRIPT", ""))
+            _Child(script, shown).start()
+            return
+        _Child().start()
+
+
+class _Child(_Recorder):
+    """A child process's recorder: its report printed as the error is raised, since no runner
+    in this process prints it after the traceback."""
+
+    child = True
+
+    @property
+    def unprinted(self):
+        return None
+
+    @unprinted.setter
+    def unprinted(self, text):
+        if text is not None:
+            _emit(text)
 
 
 def _device_problem(path):
@@ -3322,7 +3554,7 @@ def _device_problem(path):
     return "is a device, not a file, a pipe or a terminal; give a file name"
 
 
-class _Runner(_Diagnoser):
+class _Runner(_Recorder):
     """The runner's diagnoser: a report held back to follow the script's own traceback is
     printed however the process then ends (SIGTERM, os._exit), not only when main returns."""
 
@@ -3429,7 +3661,7 @@ def _module(args):
         # a plain run's does; in a fresh __main__, as this file may be __main__ itself.
         module = types.ModuleType("__main__")
         saved, sys.modules["__main__"] = sys.modules["__main__"], module
-        _EDITED["__main__"] = module.__dict__
+        _MAIN["globals"] = module.__dict__
         try:
             runpy._run_module_as_main(args[1], alter_argv=True)
         finally:
@@ -3500,10 +3732,14 @@ def main(argv=None):
     if os.environ.get(TRY_ENV):
         return _child(os.environ[TRY_ENV], script, run)
     state = _active()
+    if getattr(state, "child", False):  # a diagnosed script's child runs the diagnoser itself
+        state.stop()
+        state = None
     if state is None:
         state = _Runner(script, shown)
         state.json_path = json_path
         state.start()
+        state.restore_env = _follow_children(script, shown)
     tracker = _Tracker() if trying else None
     if tracker is not None:
         tracker.start()
@@ -3589,7 +3825,7 @@ def _run_script(script):
     module = types.ModuleType("__main__")
     module.__dict__.update(__file__=script, __builtins__=builtins, __cached__=None)
     saved, sys.modules["__main__"] = sys.modules["__main__"], module
-    _EDITED["__main__"] = module.__dict__  # what names the parameters once it has ended
+    _MAIN["globals"] = module.__dict__
     try:
         exec(code, module.__dict__)
     finally:
@@ -3600,6 +3836,7 @@ def _end(state, json_path):
     state.stop()
     if isinstance(state, _Runner):
         state.unguard()
+        getattr(state, "restore_env", lambda: None)()
     if json_path:
         _write_json(json_path, state.result())
 

@@ -404,7 +404,22 @@ class Measure:
         self.step()["depths"].append(graph_depth(root))
 
     def optimizer_steps(self, optimizer, args, kwargs):
-        self.record_grads(p for group in optimizer.param_groups for p in group["params"])
+        """Record the gradients step() reads: now, or, where step() is given a closure that
+        computes them (L-BFGS calls it several times), after each call of the closure."""
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        closure = kwargs.get("closure", args[1] if len(args) > 1 else None)  # args[0]: optimizer
+        if closure is None:
+            self.record_grads(params)
+            return None
+
+        def recorded():
+            loss = closure()
+            self.record_grads(params)
+            return loss
+
+        if "closure" in kwargs:
+            return args, {**kwargs, "closure": recorded}
+        return (args[0], recorded, *args[2:]), kwargs
 
     def record_grads(self, params):
         import torch

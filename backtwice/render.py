@@ -61,7 +61,9 @@ BASES = {
 
 
 def diff_hunks(old, new, context=1, skip=lambda line: False):
-    """Lines that turn `old` into `new`, with `context` unchanged lines around each change.
+    """Lines that turn `old` into `new`, with `context` unchanged lines around each change
+    that adds or removes lines; one that only rewrites lines has none (its removed lines say
+    where it is: page weight), as the checker's diffs.
 
     Returns (kind, number in new or None, text) with kind ' ', '-', '+', or '…' between hunks.
     """
@@ -73,6 +75,8 @@ def diff_hunks(old, new, context=1, skip=lambda line: False):
     for group in matcher.get_grouped_opcodes(context):
         if lines:
             lines.append(("…", None, ""))
+        if all(op[0] in ("equal", "replace") for op in group):
+            group = [op for op in group if op not in (group[0], group[-1]) or op[0] != "equal"]
         for tag, i1, i2, j1, j2 in group:
             if tag == "equal":
                 lines += [(" ", b_numbered[j][0], b[j]) for j in range(j1, j2)]
@@ -536,7 +540,7 @@ def render_page(snapshots, repro):
         message=message,
         fixes=fix_views,
         checker=data,
-        checker_json=json_script(data),
+        checker_json=json_script(checker.page_data(data) if data else data),
         questions=checker.QUESTIONS,
         presets=[(n, key, checker.fragment(key), sec) for n, key, sec in checker.PRESETS],
         loop_rows=loop_rows,

@@ -6,16 +6,19 @@ The checker on the page asks, in the reader's terms:
   calls   the step's backward calls: one; the same loss twice; two losses sharing a forward
           pass; a GAN's D step then G step; a GAN that trains G first; autograd.grad then
           backward; two losses from one torch.distributions object; actor-critic on one trunk
-  reach   what reaches into an earlier step: nothing; an RNN or GRU hidden state; an LSTM whose
-          h is detached but c is not; an LSTM whose (h, c) is not detached at all; a tensor
-          computed before the loop from trained parameters; features from a frozen model
-          computed before the loop; a running total of the loss; outputs kept in a list; a
-          memory bank or module attribute holding outputs
+  reach   what reaches into an earlier step: nothing; state carried over (an RNN or GRU hidden
+          state, a REINFORCE moving-average baseline, unrolled meta-learning's weights); an
+          LSTM whose h is detached but c is not; an LSTM whose (h, c) is not detached at all; a
+          tensor computed before the loop from trained parameters; features from a frozen model
+          computed before the loop; a running total of the loss; outputs the loss trains through
+          again (replay); a tensor kept in a list or on self (a past output, a cache built from
+          trained weights, or one read in the same step: what decides the fix)
   retain  whether retain_graph=True (or create_graph=True) was added to the first call
 
 The four answers do not settle everything: whether an optimizer step() runs between a kept
 graph's two uses, whether an RNN is a cell or runs over a sequence, whether G's loss reuses D's
-output. Each such combination is captured as several loops, one per variant (Answers.variant),
+output, whether a tensor kept on self is a past output or a cache, whether a single backward()
+sits in a closure L-BFGS calls again. Each such combination is captured as several loops, one per variant (Answers.variant),
 and the verdict says which does what. Some variants are the non-fixes readers try (DEAD_ENDS),
 run to show what they do.
 
@@ -45,7 +48,19 @@ REACH = (
 RETAIN = ("none", "retain", "create")
 
 # Variants that are other shapes of the reader's code (the answers cannot tell them apart).
-SHAPES = ("step", "cell", "seq", "reuse", "wgan", "attr")
+SHAPES = (
+    "step",
+    "cell",
+    "seq",
+    "reuse",
+    "wgan",
+    "attr",
+    "cache",
+    "same",
+    "baseline",
+    "meta",
+    "closure",
+)
 # Variants that are a non-fix readers try instead of the fix.
 DEAD_ENDS = ("zerograd", "nograd", "nodetach", "fake", "tuple", "detach", "sum")
 
@@ -72,7 +87,7 @@ FIXED_REACH = {
     "bank": "bank-detached",
 }
 # Variants whose fix is a loop of their own shape; every other variant shares its combination's.
-OWN_FIX = ("cell", "seq", "attr", "wgan")
+OWN_FIX = ("cell", "seq", "attr", "wgan", "cache", "same", "baseline", "meta", "closure")
 
 
 @dataclass(frozen=True)
@@ -108,6 +123,18 @@ class Answers:
         return self.variant == "cell" or (self.when, self.calls) == ("later", "twice")
 
     @property
+    def meta(self):
+        """Whether the loop is unrolled meta-learning: weights updated through autograd.grad
+        with create_graph=True, carried from step to step."""
+        return self.variant == "meta" or (self.when, self.calls) in (("later", "grad"),)
+
+    @property
+    def closure(self):
+        """Whether the loop steps an L-BFGS optimizer with a closure: one backward() in the code,
+        called as often as the optimizer calls the closure."""
+        return self.variant == "closure" or (self.when, self.calls) == ("first", "one")
+
+    @property
     def gan(self):
         """Whether the loop trains a generator and a discriminator."""
         return self.calls in ("gan", "gfirst") or self.variant == "wgan"
@@ -117,18 +144,22 @@ def combinations():
     """List every combination of answers the checker offers, in a fixed order.
 
     On the first step nothing from an earlier step exists yet, so an error there comes from
-    the step's own calls; a single backward call raises only on a later step (through what
-    reaches back) or when code reads a saved tensor after it. create_graph=True belongs to
-    autograd.grad (a gradient penalty, alone or in a WGAN-GP). A notebook cell with backward()
-    run again is the same loss twice, and raises the second time the cell runs: it is offered
-    on the first step (as a variant) and on a later one.
+    the step's own calls; a single backward call raises there only when an optimizer calls it
+    again (L-BFGS and its closure), and otherwise on a later step (through what reaches back)
+    or when code reads a saved tensor after it. create_graph=True belongs to autograd.grad (a
+    gradient penalty, alone or in a WGAN-GP, or an unrolled meta-learning step whose weights
+    carry over). A notebook cell with backward() run again is the same loss twice, and raises
+    the second time the cell runs: it is offered on the first step (as a variant) and on a
+    later one.
     """
-    combos = []
+    combos = [Answers("first", "one", "nothing", "none")]  # an L-BFGS closure
     for calls in CALLS[1:]:
         retains = ("none", "retain", "create") if calls in ("gan", "grad") else ("none", "retain")
         combos += [Answers("first", calls, "nothing", retain) for retain in retains]
     for reach in REACH[1:]:
         combos += [Answers("later", "one", reach, retain) for retain in ("none", "retain")]
+    # unrolled meta-learning: autograd.grad with create_graph=True, the weights carried over
+    combos.append(Answers("later", "grad", "rnn", "create"))
     # a notebook: the cell with backward() raised the second time it ran
     combos += [Answers("later", "twice", "nothing", retain) for retain in ("none", "retain")]
     combos += [Answers("saved", "one", "nothing", retain) for retain in ("none", "retain")]
@@ -138,8 +169,8 @@ def combinations():
 def variants(combo):
     """The variant names captured for a combination besides its main loop, in order."""
     c, r, retain = combo.calls, combo.reach, combo.retain
-    if combo.cell:
-        return []  # the re-run cell is the main loop itself
+    if combo.cell or combo.meta or combo.closure:
+        return []  # the re-run cell, the unrolled step, the closure: the main loop itself
     found = []
     if retain == "retain" and c in ("twice", "shared", "dist", "ac"):
         found.append("step")  # an optimizer step() between the kept graph's two uses
@@ -154,7 +185,13 @@ def variants(combo):
     if r in ("rnn", "lstm"):
         found.append("seq")
     if r == "bank":
-        found.append("attr")
+        # what decides the fix: a past output (detach), a cache from trained weights (compute
+        # it in each forward), an attribute read in the same step (nothing to fix)
+        found += ["attr", "cache"] + (["same"] if retain == "none" else [])
+    if (r, retain) == ("rnn", "none"):
+        found += ["baseline", "meta"]  # other state carried across steps, not detached
+    if (c, retain) == ("twice", "none"):
+        found.append("closure")  # L-BFGS calls the closure, and its backward(), again
     if retain == "none":
         found += {
             "twice": ["zerograd", "nograd"],
@@ -177,6 +214,10 @@ def fix(answers):
         return answers
     if answers.variant == "wgan":
         return Answers("fixed", "gan", "nothing", "create")
+    if answers.meta:
+        return Answers("fixed", "grad", "rnn-detached", "create", "meta")
+    if answers.closure:
+        return Answers("fixed", "one", "nothing", "none", "closure")
     retain = "create" if answers.calls == "grad" or answers.retain == "create" else "none"
     reach = "saved-before" if answers.when == "saved" else FIXED_REACH[answers.reach]
     variant = "cell" if answers.cell else answers.variant if answers.variant in OWN_FIX else ""
@@ -390,8 +431,16 @@ def _smooth(a, out):
     out.add("        return y")
     out.add("")
     out.add("")
-    out.add("model = Smooth()")
-    out.add("head = nn.Linear(8, 1)")
+    _module_step(out, "Smooth", 8)
+    tags = ("raises", "frees") if not a.fixed else ()
+    out.add(f"    loss.backward({_retain(a)})", *tags)
+    out.add("    opt.step()")
+
+
+def _module_step(out, module, width):
+    """A module and a head trained by one SGD: the loop up to its loss, `loss` on `model(x)`."""
+    out.add(f"model = {module}()")
+    out.add(f"head = nn.Linear({width}, 1)")
     out.add("opt = torch.optim.SGD([*model.parameters(), *head.parameters()], lr=0.1)")
     out.add(f"inputs = torch.randn({STEPS}, 8, 4)")
     out.add(f"targets = torch.randn({STEPS}, 8, 1)")
@@ -399,9 +448,6 @@ def _smooth(a, out):
     out.add("for step, (x, y) in enumerate(zip(inputs, targets), start=1):")
     out.add("    opt.zero_grad()")
     out.add(f"    loss = {MSE}(head(model(x)), y)")
-    tags = ("raises", "frees") if not a.fixed else ()
-    out.add(f"    loss.backward({_retain(a)})", *tags)
-    out.add("    opt.step()")
 
 
 def _cell(a, out):
@@ -425,6 +471,113 @@ def _cell(a, out):
         out.add(f"    {forward[0]}  # the forward pass, in the same cell")
         out.add(f"    {forward[1]}")
     tags = ("raises", "frees") if not a.fixed else ()
+    out.add(f"    loss.backward({_retain(a)})", *tags)
+    out.add("    opt.step()")
+
+
+def _closure(a, out):
+    """An L-BFGS step: the optimizer calls the closure, and the backward() in it, several times."""
+    out.add("encoder = nn.Linear(4, 8)")
+    out.add("head = nn.Linear(8, 1)")
+    out.add("opt = torch.optim.LBFGS([*encoder.parameters(), *head.parameters()], max_iter=4)")
+    out.add(f"inputs = torch.randn({STEPS}, 8, 4)")
+    out.add(f"targets = torch.randn({STEPS}, 8, 1)")
+    out.add("")
+    out.add("for step, (x, y) in enumerate(zip(inputs, targets), start=1):")
+    forward = f"loss = {MSE}(head(torch.tanh(encoder(x))), y)"
+    if not a.fixed:
+        out.add(f"    {forward}", "forward")
+        out.add("")
+    out.add("    def closure():")
+    out.add("        opt.zero_grad()")
+    if a.fixed:
+        out.add(f"        {forward}  # the forward pass, in the closure")
+    tags = () if a.fixed else ("raises", "frees")
+    out.add("        loss.backward()", *tags)
+    out.add("        return loss")
+    out.add("")
+    out.add("    opt.step(closure)  # L-BFGS calls the closure several times")
+
+
+def _meta(a, out):
+    """Unrolled meta-learning: a learned update rule trained through the weights it updates."""
+    out.add("learner = nn.Sequential(nn.Linear(1, 8), nn.Tanh(), nn.Linear(8, 1))  # the rule")
+    out.add("opt = torch.optim.SGD(learner.parameters(), lr=0.01)")
+    out.add(f"inputs = torch.randn({STEPS}, 8, 4)")
+    out.add(f"targets = torch.randn({STEPS}, 8, 1)")
+    out.add("w = torch.zeros(4, 1, requires_grad=True)  # the weights the rule updates")
+    out.add("")
+    out.add("for step, (x, y) in enumerate(zip(inputs, targets), start=1):")
+    out.add(f"    inner_loss = {MSE}(x @ w, y)")
+    out.add("    (g,) = torch.autograd.grad(inner_loss, w, create_graph=True)")
+    out.add("    w = w - learner(g)  # the learned update, kept in the graph", "forward")
+    out.add(f"    loss = {MSE}(x @ w, y)  # the meta-loss: how good the update was")
+    out.add("    opt.zero_grad()")
+    tags = () if a.fixed else ("raises", "frees")
+    out.add("    loss.backward()", *tags)
+    out.add("    opt.step()")
+    if a.fixed:
+        out.add("    w = w.detach().requires_grad_()  # the next unroll starts here")
+
+
+def _baseline(a, out):
+    """REINFORCE with a moving-average baseline carried across episodes."""
+    out.add("policy = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3))")
+    out.add("opt = torch.optim.SGD(policy.parameters(), lr=0.1)")
+    out.add(f"inputs = torch.randn({STEPS}, 8, 4)")
+    out.add(f"returns = torch.randn({STEPS}, 8)")
+    out.add("baseline = 0.0")
+    out.add("")
+    out.add("for step, (x, ret) in enumerate(zip(inputs, returns), start=1):")
+    out.add("    opt.zero_grad()")
+    out.add("    dist = torch.distributions.Categorical(logits=policy(x))")
+    out.add("    act = dist.sample()")
+    out.add("    reward = ret + dist.entropy() / 100  # an entropy bonus")
+    mean = "reward.mean().item()" if a.fixed else "reward.mean()"
+    out.add(f"    baseline = 0.9 * baseline + 0.1 * {mean}  # a moving average", "forward")
+    out.add("    loss = -(dist.log_prob(act) * (reward - baseline)).mean()")
+    tags = () if a.fixed else ("raises", "frees")
+    out.add("    loss.backward()", *tags)
+    out.add("    opt.step()")
+
+
+def _attention(a, out):
+    """A module that keeps a tensor on self: a position bias from trained weights, cached at the
+    first forward, or attention weights a regulariser reads in the same step."""
+    cache = a.variant == "cache"
+    out.add("")
+    out.add("")
+    out.add("class Attention(nn.Module):")
+    out.add("    def __init__(self):")
+    out.add("        super().__init__()")
+    out.add("        self.proj = nn.Linear(4, 8)")
+    if cache:
+        out.add("        self.rel = nn.Embedding(15, 1)  # a relative position bias, trained")
+        out.add("        self.bias = None")
+    else:
+        out.add("        self.weights = None")
+    out.add("")
+    out.add("    def forward(self, x):")
+    out.add("        q = self.proj(x)")
+    if cache:
+        out.add("        pos = torch.arange(8)")
+        bias = "self.rel(pos[:, None] - pos[None, :] + 7).squeeze(-1)"
+        if a.fixed:
+            out.add(f"        bias = {bias}  # computed in each forward")
+        else:
+            out.add("        if self.bias is None:  # cached at the first forward")
+            out.add(f"            self.bias = {bias}", "forward")
+        scores = "q @ q.T + " + ("bias" if a.fixed else "self.bias")
+        out.add(f"        return ({scores}).softmax(-1) @ x")
+    else:
+        out.add("        self.weights = (q @ q.T).softmax(-1)  # kept for the regulariser")
+        out.add("        return self.weights @ x")
+    out.add("")
+    out.add("")
+    _module_step(out, "Attention", 4)
+    if not cache:
+        out.add("    loss = loss + 0.01 * model.weights.pow(2).sum()  # read in the same step")
+    tags = ("raises", "frees") if cache and not a.fixed else ()
     out.add(f"    loss.backward({_retain(a)})", *tags)
     out.add("    opt.step()")
 
@@ -586,6 +739,10 @@ def _loss_and_backward(a, out, feat):
 def _lines(a):
     out = _Lines()
     _header(out)
+    special = {"cache": _attention, "same": _attention, "baseline": _baseline}
+    if a.closure or a.meta or a.variant in special:
+        (_closure if a.closure else _meta if a.meta else special[a.variant])(a, out)
+        return out
     if a.gan:
         _gan(a, out)
         return out
@@ -644,8 +801,10 @@ def raises_this_error(answers):
     fails first; a WGAN-GP whose critic keeps the generator's graph does however its penalty's
     call is answered; otherwise with retain_graph=True or create_graph=True none does.
     """
-    if answers.fixed or answers.variant in ("fake", "tuple", "detach", "sum"):
+    if answers.fixed or answers.variant in ("fake", "tuple", "detach", "sum", "same"):
         return False
+    if answers.meta:
+        return True  # its create_graph=True is the method, not a retry
     if answers.variant == "wgan":
         return True  # the critic's backward frees G's graph, whatever the penalty's options
     if answers.retain == "create":
@@ -667,7 +826,7 @@ def expected(answers):
     tags = _lines(answers).tags
     if answers.when == "saved":
         cause = "saved-read"
-    elif answers.cell:
+    elif answers.cell or answers.closure:
         cause = "same-loss-twice"
     elif answers.when == "later":
         cause = "carried-state"

@@ -8,21 +8,28 @@
   var out = document.getElementById("result");
   var NAMES = data.names;
   var OTHER = "other";
+  // The table of loops lists the combinations, each row's id "loop-" and its key; the data holds
+  // their results in the rows' order (checker.py: page_data).
+  var ROWS = Array.from(document.querySelectorAll("#loops tbody tr"));
+  var COMBOS = ROWS.map(function (row) { return row.id.slice(5); });
   // A key joins the four answers with "-"; only the reach "lstm-both" holds one itself.
-  var KEYS = Object.keys(data.results).map(function (k) {
+  var KEYS = COMBOS.map(function (k) {
     var a = k.split("-");
     return a.length > 4 ? [a[0], a[1], a[2] + "-" + a[3], a[4]] : a;
   });
-  var BY_ANSWERS = {};
-  Object.keys(data.results).forEach(function (k, i) { BY_ANSWERS[KEYS[i].join(" ")] = k; });
+  var BY_ANSWERS = {};  // the answers, joined by " ", to the combination's row number
+  KEYS.forEach(function (answers, i) { BY_ANSWERS[answers.join(" ")] = i; });
 
-  function text(i) { return i === null ? null : data.strings[i]; }
-  // A sentence stored in pieces: string indices separated by spaces, joined as they are.
-  function joined(s) { return s === "" ? null : s.split(" ").map(function (i) { return data.strings[i]; }).join(""); }
+  function text(i) { return data.strings[i]; }
+  // A sentence stored in pieces: string indices separated by spaces, joined as they are (or,
+  // for a fix's edits, by glue).
+  function joined(s, glue) { return s.split(" ").map(text).join(glue || ""); }
+  // A label or a verdict begins with a capital (checker.py stores what the tried changes share).
+  function cap(s) { return s[0].toUpperCase() + s.slice(1); }
 
   var INPUTS = {};
   NAMES.forEach(function (n) {
-    INPUTS[n] = Array.prototype.slice.call(form.querySelectorAll("input[name='" + n + "']"));
+    INPUTS[n] = Array.from(form.querySelectorAll("input[name='" + n + "']"));
   });
 
   // What only the script can say: that a question is unanswered, and why its options are greyed.
@@ -37,11 +44,11 @@
     set.append(NOTES[n][1]);
   });
 
+  // The checked option of a question, or undefined.
+  function picked(n) { return INPUTS[n].filter(function (x) { return x.checked; })[0]; }
+
   function answers() {
-    return NAMES.map(function (n) {
-      for (var i = 0; i < INPUTS[n].length; i++) if (INPUTS[n][i].checked) return INPUTS[n][i].value;
-      return null;
-    });
+    return NAMES.map(function (n) { return picked(n) ? picked(n).value : null; });
   }
 
   // The values question i can take, given the answers to questions 0..upto (all before i when
@@ -59,16 +66,15 @@
 
   // "your answer to question 2, “One backward()”"
   function yours(j) {
-    var input = INPUTS[NAMES[j]].filter(function (x) { return x.checked; })[0];
-    return "your answer to question " + (j + 1) + ", \u201c" + input.parentNode.textContent.trim() + "\u201d";
+    var label = picked(NAMES[j]).parentNode.textContent.trim();
+    return "your answer to question " + (j + 1) + ", \u201c" + label + "\u201d";
   }
 
   // Grey out what cannot occur, saying why (a title on hover, the question's note, tied to each
   // greyed option by aria-describedby); drop answers that no longer can be and fill in a single
-  // choice, saying so in the live region.
-  function constrain() {
+  // choice, adding what it did to `said`; return the answers left.
+  function constrain(said) {
     var chosen = answers();
-    var said = [];
     NAMES.forEach(function (n, i) {
       var ok = allowed(chosen, i);
       var prefix = [];  // allowed(chosen, i, j), computed once per j
@@ -81,8 +87,8 @@
         while (!possible && (prefix[j] = prefix[j] || allowed(chosen, i, j))[input.value]) j++;
         var why = possible ? "" : yours(j);
         // written only when changed: a frame re-styles only what changed
-        var title = possible ? "" : "Not offered with " + why + ".";
-        if (input.parentNode.title !== title) input.parentNode.title = title;
+        var tip = possible ? "" : "Not offered with " + why + ".";
+        if (input.parentNode.title !== tip) input.parentNode.title = tip;
         if (input.disabled !== !possible) {
           input.disabled = !possible;
           if (possible) input.removeAttribute("aria-describedby");
@@ -104,15 +110,15 @@
       }
       chosen = answers();
     });
-    return { chosen: chosen, said: said };
+    return chosen;
   }
 
   // Mark each unanswered question that a later answer follows, or that alone is left; return
   // their numbers.
   function markMissing(chosen) {
     var last = -1;
-    chosen.forEach(function (value, i) { if (value !== null) last = i; });
-    var left = chosen.filter(function (value) { return value === null; }).length;
+    chosen.forEach(function (answer, i) { if (answer !== null) last = i; });
+    var left = chosen.filter(function (answer) { return answer === null; }).length;
     var missing = [];
     NAMES.forEach(function (n, i) {
       var marked = chosen[i] === null && (i < last || left === 1) && chosen.indexOf(OTHER) < 0;
@@ -122,34 +128,38 @@
     return missing;
   }
 
-  function el(tag, className, content) {
+  function el(tag, cls, words) {
     var node = document.createElement(tag);
-    if (className) node.className = className;
-    if (content !== undefined && content !== null) node.textContent = content;
+    if (cls) node.className = cls;
+    if (words != null) node.textContent = words;  // undefined or null: no text
     return node;
   }
 
-  function showTemplate(id, className) {
-    out.className = className;
+  function showTemplate(id, cls) {
+    out.className = cls;
     out.replaceChildren(document.getElementById(id).content.cloneNode(true));
   }
 
   // What the form changed by itself, said first in the live region.
-  function sayFirst(said) {
-    said.slice().reverse().forEach(function (words) { out.prepend(el("p", "said", words)); });
+  function sayFirst(lines) {
+    out.prepend(...lines.map(function (words) { return el("p", "said", words); }));
   }
 
-  // A diff: tokens are string indices, "-" removed, "+" added, "@" a gap between hunks.
+  // A diff (checker.py encode_diff): each line a sign, "=" kept, "-" removed, "+" added, and
+  // its string's index, left out for the index after the line before's; "@" a gap between hunks.
   // Each line hangs at its own indentation, so wrapped code keeps its shape on a phone.
-  function diff(tokens) {
+  function diff(encoded) {
     var pre = el("pre", "diff");
     pre.setAttribute("aria-label", "The change: lines starting - are removed, + are added");
     var code = el("code");
-    tokens.split(" ").forEach(function (token) {
+    var last = -1;
+    encoded.match(/@|[-+=]\d*/g).forEach(function (token) {
       if (token === "@") return code.append(el("span", "gap", "\u22ef\n"));
-      var sign = token[0] === "-" || token[0] === "+" ? token[0] : " ";
-      var line = text(Number(sign === " " ? token : token.slice(1)));
-      var node = el("span", sign === "-" ? "del" : sign === "+" ? "ins" : "ctx", sign + " " + line + "\n");
+      var sign = token[0];
+      last = token.length > 1 ? Number(token.slice(1)) : last + 1;
+      var line = text(last);
+      var node = el("span", sign === "-" ? "del" : sign === "+" ? "ins" : "ctx",
+        (sign === "=" ? " " : sign) + " " + line + "\n");
       var hang = line.length - line.replace(/^ +/, "").length + 2;
       node.style.paddingLeft = hang + "ch";
       node.style.textIndent = -hang + "ch";
@@ -159,48 +169,45 @@
     return pre;
   }
 
-  function link(parent, href, words) {
-    if (parent.childNodes.length) parent.append(document.createTextNode(" · "));
+  function link(parent, target, words) {
+    if (parent.childNodes.length) parent.append(" · ");
     var a = el("a", null, words);
-    a.href = href;
+    a.href = target;
     parent.append(a);
   }
 
   // A result is [note, section, blocks, tried changes]; a block is [kind, label, verdict, fix,
   // diff, fixed]; a tried change [label, verdict, diff] (checker.py: RESULT, BLOCK, TRIED). Its
   // kind is its blocks' one kind, or "mixed".
-  function show(key) {
-    var r = data.results[key];
+  function show(i) {
+    var r = data.results[i];
+    var key = COMBOS[i];
     var kinds = r[2].map(function (b) { return b[0]; });
     var box = document.createDocumentFragment();
     // The headline is the one the table of loops shows for this combination.
-    var head = el("h3", null, document.getElementById("loop-" + key).cells[1].textContent);
+    var head = el("h3", null, ROWS[i].cells[1].textContent);
     head.tabIndex = -1;
     box.append(head);
     if (r[0] !== null) box.append(el("p", "note", text(r[0])));
     r[2].forEach(function (b) {
       var part = el("div", "variant " + b[0]);
-      if (b[1] !== "") part.append(el("h4", null, joined(b[1])));
-      if (b[2] !== "") part.append(el("p", null, joined(b[2])));
+      if (b[1] !== "") part.append(el("h4", null, cap(joined(b[1])) + ":"));
+      if (b[2] !== "") part.append(el("p", null, cap(joined(b[2])) + "."));
       if (b[3] !== "") {
-        part.append(el("p", "fix", joined(b[3])));
-        part.append(diff(b[4]));
-        part.append(el("p", "fixed", text(b[5])));
+        part.append(el("p", "fix", "Fix: " + joined(b[3], "; ") + "."),
+          diff(b[4]), el("p", "fixed", text(b[5])));
       }
       box.append(part);
     });
     if (r[3].length) {
       var tried = el("div", "tried");
-      tried.append(el("h4", null, "What people try instead, and what it did"));
       var items = el("ul");
       r[3].forEach(function (t) {
         var li = el("li");
-        li.append(el("strong", null, text(t[0])));
-        li.append(document.createTextNode(" " + joined(t[1])));
-        li.append(diff(t[2]));
+        li.append(el("strong", null, text(t[0]) + ":"), " " + joined(t[1]) + ".", diff(t[2]));
         items.append(li);
       });
-      tried.append(items);
+      tried.append(el("h4", null, "What people try instead, and what it did"), items);
       box.append(tried);
     }
     var links = el("p");
@@ -213,18 +220,18 @@
   }
 
   function render() {
-    var state = constrain();
-    var chosen = state.chosen;
+    var said = [];
+    var chosen = constrain(said);
     var missing = markMissing(chosen);
-    var key = BY_ANSWERS[chosen.join(" ")];
+    var row = BY_ANSWERS[chosen.join(" ")];
     if (chosen.indexOf(OTHER) >= 0) showTemplate("checker-other", "other");
-    else if (chosen.indexOf(null) < 0 && key) show(key);
+    else if (chosen.indexOf(null) < 0 && row !== undefined) show(row);
     else if (missing.length) {
       showTemplate("checker-missing", "");
       out.querySelector(".which").textContent =
         (missing.length > 1 ? "questions " : "question ") + missing.join(" and ");
     } else showTemplate("checker-start", "");
-    sayFirst(state.said);
+    sayFirst(said);
   }
 
   function fragmentOf(chosen) {
@@ -241,15 +248,15 @@
 
   // A fragment with '=' sets the answers it names; values that are not options are ignored.
   function applyHash() {
-    var raw = location.hash.replace(/^#/, "");
+    var raw = location.hash.slice(1);
     if (raw.indexOf("=") < 0) {
       if (raw.length === 0) render();
       return;  // an anchor to a section leaves the checker as it is
     }
     var params = new URLSearchParams(raw);
     NAMES.forEach(function (n) {
-      var value = params.get(n);
-      INPUTS[n].forEach(function (input) { input.checked = input.value === value; });
+      var answer = params.get(n);
+      INPUTS[n].forEach(function (input) { input.checked = input.value === answer; });
     });
     render();
     if (out.querySelector("h3")) reveal();
@@ -257,8 +264,8 @@
 
 
   // Each row of the table of loops opens its combination in the checker.
-  Object.keys(data.results).forEach(function (key, i) {
-    var cell = document.getElementById("loop-" + key).cells[0];
+  ROWS.forEach(function (row, i) {
+    var cell = row.cells[0];
     var a = el("a", null, cell.textContent);
     a.href = "#" + fragmentOf(KEYS[i]);
     cell.replaceChildren(a);

@@ -42,6 +42,39 @@ TORCH = {
     "test_versions",
 }
 
+# Modules whose tests xdist hands out one by one rather than as a whole module: each test
+# starts torch in processes of its own and shares nothing costly with the others (no module
+# fixture worth keeping on one worker), and together they are half the suite's time, which
+# whole modules would leave on one worker while the other waits. Every other module stays on
+# one worker: a module fixture runs once (test_capture's capture, test_diagnose's reports),
+# and a worker starts one Chromium for the browser modules it gets.
+ONE_BY_ONE = {
+    "test_cli",
+    "test_diagnose_page",
+    "test_diagnose_robust",
+    "test_diagnose_runners",
+    "test_diagnose_try_classes",
+    "test_faults",
+    "test_reuse",
+    "test_versions",
+}
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadfile (pyproject.toml's addopts), with the tests of ONE_BY_ONE's modules each
+    a unit of their own. Not loadgroup with xdist_group marks: with pytest 9.2 and xdist 3.8
+    they group nothing (pytest-dev/pytest-xdist#1386, docs/testing.md)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            module = nodeid.split("::", 1)[0]
+            return nodeid if Path(module).stem in ONE_BY_ONE else module
+
+    return Scheduling(config, log)
+
 
 def pytest_collection_modifyitems(items):
     """Mark each test with its layer."""

@@ -37,6 +37,10 @@ def joined(data, pieces):
     return None if pieces == "" else "".join(data["strings"][int(i)] for i in pieces.split())
 
 
+def capital(text):
+    return text[0].upper() + text[1:]
+
+
 def answers(key):
     return dict(zip(NAMES, checker.split_key(key)[0], strict=True))
 
@@ -53,11 +57,14 @@ def variants(key):
     ]
 
 
-def answer(page, key):
+def answer(page, key, on_the_way=None):
+    """Answer the four questions for a combination; call on_the_way() after each new answer."""
     for name, value in answers(key).items():
         radio = page.locator(f"input[name='{name}'][value='{value}']")
         if not radio.is_checked():
             radio.check()
+            if on_the_way:
+                on_the_way()
 
 
 def diff_text(old, new, context=checker.CONTEXT):
@@ -69,6 +76,8 @@ def diff_text(old, new, context=checker.CONTEXT):
     for group in difflib.SequenceMatcher(None, a, b, autojunk=False).get_grouped_opcodes(context):
         if out:
             out.append("\u22ef\n")
+        if {tag for tag, *_ in group} <= {"equal", "replace"}:  # a rewrite: no context around it
+            group = [op for op in group if op[0] != "equal" or op not in (group[0], group[-1])]
         for tag, i1, i2, j1, j2 in group:
             if tag == "equal":
                 out += [f"  {line}\n" for line in a[i1:i2]]
@@ -92,14 +101,19 @@ def assert_result(page, data, key):
         part = blocks.nth(i)
         run = LOOPS[loop_key]
         if block["l"]:
-            expect(part.locator("h4")).to_have_text(joined(data, block["l"]))
+            expect(part.locator("h4")).to_have_text(capital(joined(data, block["l"])) + ":")
         # No exact text: the headline or the verdict quotes the message's first clause.
         expect(part.locator("dl, dd")).to_have_count(0)
         if run.raised is not None:
             said = HEADLINES[key] + " " + (joined(data, block["v"]) or "")
             assert checker.first_clause(run.raised.message) in said, (key, i)
+        if block["v"]:
+            expect(part.locator("p:not(.fix):not(.fixed)")).to_have_text(
+                capital(joined(data, block["v"])) + "."
+            )
         if block["f"]:
-            expect(part.locator("p.fix")).to_have_text(joined(data, block["f"]))
+            edits = [data["strings"][int(i)] for i in block["f"].split()]
+            expect(part.locator("p.fix")).to_have_text("Fix: " + "; ".join(edits) + ".")
             assert part.locator("pre.diff").text_content() == diff_text(run.source, run.fix.source)
         else:
             expect(part.locator("pre.diff")).to_have_count(0)
@@ -109,7 +123,9 @@ def assert_result(page, data, key):
     for i, loop_key in enumerate(dead):
         item = tried.nth(i)
         entry = result["t"][i]
-        expect(item).to_contain_text(data["strings"][entry["l"]] + " " + joined(data, entry["v"]))
+        expect(item).to_contain_text(
+            data["strings"][entry["l"]] + ": " + joined(data, entry["v"]) + "."
+        )
         assert item.locator("pre.diff").text_content() == diff_text(
             LOOPS[key].source, LOOPS[loop_key].source, 1
         )
@@ -137,7 +153,7 @@ def test_every_combination_through_the_form(page: Page, built_page, expected):
     page.goto(built_page.as_uri())
     assert sorted(expected["results"]) == sorted(COMBOS)
     for key in COMBOS:
-        answer(page, key)
+        answer(page, key, lambda key=key: assert_greyed_say_why(page, key))
         assert page.evaluate("location.hash") == "#" + fragment(key)
         assert_result(page, expected, key)
         shown = page.locator("#result").inner_text()
@@ -196,8 +212,18 @@ def assert_words_for_a_reader(page, key):
     headline = page.locator("#result h3").inner_text()
     assert len(headline.split()) <= 30, (key, headline)
     for text in page.evaluate(SENTENCES):
-        assert not re.search(r"[\w)]\.backward\(", without_examples(text)), (key, text)
+        bare = without_examples(text)
+        assert not re.search(r"[\w)]\.backward\(", bare), (key, text)
+        # a call is named by whose it is: "your backward() after autograd.grad()", "the
+        # backward() in your closure", never the loop's own line outside an example
+        for at in re.finditer(r"\bat ([^():]*?)\b(backward|autograd\.grad)\(\)", bare):
+            assert at.group(1).startswith(("your ", "the ", "G's ", "D's ")), (key, text)
         assert not re.search(r"\d+ saved tensors?|\d+ training loops", text), (key, text)
+    assert_greyed_say_why(page, key)
+
+
+def assert_greyed_say_why(page, key):
+    """Every greyed option says why, on hover and to a screen reader, at any point of the walk."""
     for option, title, note in page.evaluate(GREYED):
         assert title.startswith("Not offered with your answer to question "), (key, option)
         assert note.startswith("Greyed: not offered with your answer to question "), (key, option)
@@ -222,9 +248,14 @@ def test_a_reader_whose_code_raises_is_told_what_to_check_next(page: Page, built
 def test_the_options_that_cannot_occur_are_disabled(page: Page, built_page):
     page.goto(built_page.as_uri())
     page.locator("input[name='when'][value='later']").check()
-    for value in ("shared", "gan", "gfirst", "grad", "dist", "ac"):
+    for value in ("shared", "gan", "gfirst", "dist", "ac"):
         expect(page.locator(f"input[name='calls'][value='{value}']")).to_be_disabled()
     expect(page.locator("input[name='calls'][value='twice']")).to_be_enabled()  # a re-run cell
+    # unrolled meta-learning: autograd.grad with create_graph=True, its weights carried over
+    page.locator("input[name='calls'][value='grad']").check()
+    expect(page.locator("input[name='reach'][value='rnn']")).to_be_checked()  # the only one
+    expect(page.locator("input[name='retain'][value='create']")).to_be_checked()
+    expect(page.locator("input[name='retain'][value='create']")).to_be_enabled()
     page.locator("input[name='calls'][value='one']").check()
     expect(page.locator("input[name='reach'][value='nothing']")).to_be_disabled()
     expect(page.locator("input[name='reach'][value='lstm-both']")).to_be_enabled()
@@ -235,6 +266,9 @@ def test_the_options_that_cannot_occur_are_disabled(page: Page, built_page):
     expect(page.locator("input[name='retain'][value='create']")).to_be_enabled()  # WGAN-GP
     page.locator("input[name='calls'][value='twice']").check()
     expect(page.locator("input[name='retain'][value='create']")).to_be_disabled()
+    page.locator("input[name='calls'][value='one']").check()  # one backward(), in a closure
+    expect(page.locator("input[name='retain'][value='retain']")).to_be_disabled()
+    expect(page.locator("#result h3")).to_contain_text("in your closure, called again by L-BFGS")
 
 
 def test_before_any_answer_the_checker_claims_nothing(page: Page, built_page):
@@ -248,7 +282,7 @@ def test_before_any_answer_the_checker_claims_nothing(page: Page, built_page):
     "bad, asks",
     [
         ("when=never&calls=one&reach=rnn&retain=none", "Answer question 1 too"),
-        ("when=first&calls=one", "Answer the four questions above"),
+        ("when=first&calls=shared", "Answer question 4 too"),
         ("x=%ZZ&&=", "Answer the four questions above"),
         ("when=", "Answer the four questions above"),
     ],
@@ -383,6 +417,9 @@ EXPERT = {
     "WGAN-GP": ("", "D(fake.detach()).mean()"),
     "Saved tensors read after backward": ("", "._saved_result"),
     "retain_graph=True, then an in-place error": ("", "h = h.detach()"),
+    "REINFORCE with a moving-average baseline": ("baseline", "0.1 * reward.mean().item()"),
+    "Unrolled meta-learning": ("", "    w = w.detach().requires_grad_()"),
+    "L-BFGS with a closure": ("", "# the forward pass, in the closure"),
 }
 
 
@@ -397,7 +434,7 @@ def test_every_preset_shows_its_case_and_the_experts_fix(
     title, added = EXPERT[name]
     block = page.locator("#result div.variant")
     if title:
-        block = block.filter(has=page.locator("h4", has_text="notebook cell"))
+        block = block.filter(has=page.locator("h4", has_text=title))
     lines = block.locator("pre.diff .ins").all_text_contents()
     assert any(added in line for line in lines), lines
     assert not any("retain_graph=True" in line for line in lines)
@@ -423,8 +460,9 @@ def test_keyboard_only(page: Page, built_page, expected):
     page.keyboard.press("Space")
     expect(first).to_be_checked()
     page.keyboard.press("Tab")
-    expect(page.locator("input[name='calls'][value='twice']")).to_be_focused()  # 'one' is disabled
-    page.keyboard.press("Space")
+    expect(page.locator("input[name='calls'][value='one']")).to_be_focused()  # L-BFGS's closure
+    page.keyboard.press("ArrowDown")
+    expect(page.locator("input[name='calls'][value='twice']")).to_be_checked()
     page.keyboard.press("Tab")
     expect(page.locator("input[name='reach'][value='nothing']")).to_be_focused()
     page.keyboard.press("Tab")

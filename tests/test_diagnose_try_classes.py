@@ -22,6 +22,10 @@ CLASSES = {
     "compiled_kv_cache.py": True,  # both caches of the compiled module detached
     "sam_first_step_retain.py": False,  # retain_graph=True meets first_step's in-place update
     "hand_updated_attack_cache.py": False,  # no retain_graph=True over a stale cached pass
+    # A learned table's cache stored detached: one step trains the table, then none does.
+    "rotary_cached_freqs.py": False,
+    # weight_norm's weight detached after the step: the decoder-only loss stops training it.
+    "weightnorm_tied_decoder.py": False,
 }
 
 

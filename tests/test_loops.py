@@ -60,7 +60,9 @@ def roots_per_step(answers, steps=2):
         if event == "line" and frame.f_lineno in call_lines and "step" in frame.f_globals:
             text = call_lines[frame.f_lineno]
             if "autograd.grad(" in text:
-                root = eval(text.split("autograd.grad(")[1].split(".sum()")[0], frame.f_globals)
+                first = text.split("autograd.grad(")[1]
+                first = first.split(".sum()")[0] if ".sum()" in first else first.split(",")[0]
+                root = eval(first, frame.f_globals)
             else:
                 root = eval(text.split(".backward(")[0], frame.f_globals)
             state = {name: frame.f_globals.get(name) for name in ("h", "c")}
@@ -119,9 +121,10 @@ def test_the_contract_answer_values_are_offered():
 def test_every_loop_is_a_real_training_step_without_instrumentation(answers):
     source = loop.build_loop(answers)
     assert "import torch" in source and "nn.Linear(" in source
-    assert re.search(r"torch\.optim\.SGD\(", source)
+    assert re.search(r"torch\.optim\.(SGD|LBFGS)\(", source)
     assert re.search(r"opt(_d|_g)?\.zero_grad\(\)", source)
-    assert re.search(r"opt(_d|_g)?\.step\(\)", source)
+    assert re.search(r"opt(_d|_g)?\.step\((closure)?\)", source)
+    assert ("torch.optim.LBFGS(" in source) == answers.closure
     if answers.cell:  # a notebook: one batch, cell 2 run twice
         assert re.search(r"^for step in \(1, 2\):  # cell 2, run twice$", source, re.M)
     else:
@@ -154,8 +157,11 @@ def test_backward_calls_as_answered(answers):
         "dist": ["policy_loss", "entropy_loss"],
         "ac": ["critic_loss", "actor_loss"],
     }[answers.calls]
-    if answers.cell:
-        expected = ["loss"]  # one call in the cell, which runs twice
+    if answers.cell or answers.closure:
+        expected = ["loss"]  # one call in the cell or the closure, run twice
+    if answers.meta:  # the inner update's autograd.grad, then the meta-loss's backward()
+        expected = ["loss"]
+        assert "torch.autograd.grad(" in calls[0] and "create_graph=True" in calls[0]
     if wgan:
         expected = ["d_loss", "g_loss"]
         assert "autograd.grad(" in calls[0] and "create_graph=True" in calls[0]
@@ -185,7 +191,15 @@ def test_what_reaches_into_the_previous_step(answers):
     roots, states = roots_per_step(answers)
     step1, step2 = nodes(roots[1][0]), nodes(roots[2][0])
     shared = {node for node in step1 & step2 if not node.name().endswith("AccumulateGrad")}
+    if answers.variant == "same":  # set and read within the step: nothing reaches back
+        assert not shared and loop.build_loop(answers) == loop.build_loop(loop.fix(answers))
+        return
     assert shared, answers.key
+    if answers.variant == "cache":  # the bias from the first forward, through its embedding
+        assert any(node.name() == "EmbeddingBackward0" for node in shared)
+    if answers.meta:  # the weights carry the learned rule's update from the step before
+        carried = nodes(roots[1][-1]) & nodes(roots[2][-1])  # the meta-losses of steps 1 and 2
+        assert any(node.name() == "AddmmBackward0" for node in carried)
     if answers.reach == "lstm" and not answers.variant:
         assert states[1]["h"].grad_fn not in step2 and states[1]["c"].grad_fn in step2
         assert any(node.name() == "MulBackward0" for node in shared)  # c = f * c + i * g
@@ -211,7 +225,7 @@ def test_the_fix_is_the_experts_fix(answers):
     calls = [text for _, text in calls_in(fixed)]
     assert "retain_graph" not in fixed
     reach, calls_of, variant = answers.reach, answers.calls, answers.variant
-    if calls_of in ("one", "twice"):
+    if calls_of in ("one", "twice") and variant != "meta":
         assert len(calls) == 1
     if calls_of == "shared":
         assert calls == ["(loss_main + loss_aux).backward()"]
@@ -227,8 +241,18 @@ def test_the_fix_is_the_experts_fix(answers):
         assert calls == ["(policy_loss + entropy_loss).backward()"]
     if calls_of == "ac":
         assert "advantage.detach()" in fixed and calls == ["(actor_loss + critic_loss).backward()"]
-    if reach == "rnn":
+    if reach == "rnn" and not answers.meta and variant != "baseline":
         assert "h = h.detach()" in fixed
+    if answers.meta:  # the unroll is cut where the step ends; create_graph=True stays
+        assert fixed.rstrip().endswith(
+            "w = w.detach().requires_grad_()  # the next unroll starts here"
+        )
+        assert "create_graph=True" in calls[0]
+    if variant == "baseline":  # the average is kept as a number, the reward keeps its graph
+        assert "0.1 * reward.mean().item()" in fixed and "detach" not in fixed
+    if answers.closure:  # the forward pass runs in the closure, each time L-BFGS calls it
+        closure = fixed[fixed.index("def closure():") :]
+        assert "loss = " in closure and "loss = " not in fixed[: fixed.index("def closure():")]
     if reach == "lstm":
         assert "h, c = h.detach(), c.detach()" in fixed
     if reach == "lstm-both":  # a tuple has no .detach(): both tensors, one by one
@@ -245,7 +269,11 @@ def test_the_fix_is_the_experts_fix(answers):
         assert "running_loss += loss.item()" in fixed and calls == ["loss.backward()"]
     if reach == "kept":
         assert "replay.append(x)" in fixed
-    if reach == "bank":
+    if reach == "bank" and variant == "cache":  # trained weights: computed in each forward
+        assert "        bias = self.rel(" in fixed and "detach" not in fixed
+    elif reach == "bank" and variant == "same":  # read in the same step: nothing to fix
+        assert fixed == loop.build_loop(answers)
+    elif reach == "bank":
         kept = "self.prev = y.detach()" if variant == "attr" else "bank.append(feat.detach())"
         assert kept in fixed
     if variant == "cell":
@@ -312,7 +340,7 @@ def test_the_reader_with_these_answers_sees_this_error(loops, answers):
 
 def test_without_retain_graph_every_shape_raises_this_error(loops):
     for a in SHAPED:
-        if a.retain == "none":
+        if a.retain == "none" and a.variant != "same":  # 'same' shows what is not the cause
             assert loops[a.key].raised.message.startswith(THIS), a.key
 
 
@@ -400,7 +428,8 @@ def test_expected_lines_match_the_capture(loops, answers):
     else:
         assert anomaly is None
         assert "tanh" in lines[found["forward"] - 1]  # the node whose saved output was read
-    twice = answers.calls == "twice" or answers.cell  # a re-run cell too, on a later step
+    # a re-run cell too, on a later step, and an L-BFGS closure L-BFGS calls again
+    twice = answers.calls == "twice" or answers.cell or answers.closure
     cause = {"saved": "saved-read", "later": "carried-state"}.get(answers.when)
     cause = "same-loss-twice" if twice else cause or "shared-forward"
     assert found["cause"] == cause
@@ -490,19 +519,19 @@ def test_saved_tensor_counter_keeps_the_inplace_check(case, anomaly):
     assert messages[1] == messages[0]
 
 
-def test_diff_hunks_keep_one_line_of_context_and_mark_gaps():
+def test_diff_hunks_keep_one_line_of_context_where_lines_come_or_go_and_mark_gaps():
     old = "".join(f"line {i}\n" for i in range(1, 13))
     new = old.replace("line 3\n", "line three\n").replace("line 11\n", "")
     assert checker.diff_hunks(old, new) == [
-        (" ", "line 2"),
-        ("-", "line 3"),
+        ("-", "line 3"),  # rewritten: the removed line says where
         ("+", "line three"),
-        (" ", "line 4"),
         ("@", ""),
-        (" ", "line 10"),
+        (" ", "line 10"),  # removed: the lines around it say where
         ("-", "line 11"),
         (" ", "line 12"),
     ]
+    added = old.replace("line 6\n", "line 6\nline 6b\n")
+    assert checker.diff_hunks(old, added) == [(" ", "line 6"), ("+", "line 6b"), (" ", "line 7")]
 
 
 def test_headlines_say_runs_only_under_a_condition_where_a_variant_raises(loops):
@@ -620,3 +649,69 @@ def test_a_wgan_gp_is_answered_under_either_reading_of_question_four(loops):
         assert checker.call_of(run.raised.code) == "g_loss.backward()", key
         assert "D(fake.detach())" in run.fix.source and "retain_graph" not in run.fix.source
         assert all(g.norm is not None for s in run.fix.steps for g in s.grads), key
+
+
+# The issue's new cases: each fix, run, trains every parameter its loop trained before.
+NEW_CASES = (
+    "later-one-bank-none~cache",
+    "later-one-bank-retain~cache",
+    "later-one-rnn-none~baseline",
+    "later-one-rnn-none~meta",
+    "later-grad-rnn-create",
+    "first-one-nothing-none",
+    "first-twice-nothing-none~closure",
+)
+
+
+def measured_steps(source):
+    """Run a loop's source measured; its completed steps as the snapshot holds them."""
+    job = {"id": "loop t", "file": "<loop t>", "source": source}
+    error, _, recorder, _ = harness.execute_loop(job, measure=True)
+    assert error is None
+    return tuple(
+        snap.Step(
+            s["step"],
+            tuple(s["depths"]),
+            s["saved"],
+            tuple(snap.Grad(g["name"], g["norm"]) for g in s["grads"]),
+        )
+        for s in recorder.completed()
+    )
+
+
+def test_no_fix_shown_leaves_a_parameter_its_loop_trained_without_a_gradient(loops):
+    """The capture's per-step parameter record: every parameter a loop gave a gradient at a step
+    it completed gets one at every step of the fix the page shows; checker.build stops on a fix
+    that does not (here, the tempting detach() of a bias cached from trained weights)."""
+    import dataclasses
+
+    from backtwice.errors import ClaimError
+
+    shown = [k for k, run in loops.items() if run.source != run.fix.source]
+    assert set(NEW_CASES) <= set(shown)
+    for key in shown:
+        assert checker.dropped_by_fix(loops[key]) == [], key
+    for key in NEW_CASES:
+        run = loops[key]
+        trained = {g.name for s in run.steps for g in s.grads if g.norm is not None}
+        for step in run.fix.steps:
+            assert trained <= {g.name for g in step.grads if g.norm is not None}, key
+            assert all(g.norm is not None for g in step.grads), key
+    # L-BFGS computes the gradients inside step(closure): recorded after the closure, not before
+    lbfgs = loops["first-one-nothing-none"].fix.steps
+    assert len(lbfgs) == loop.STEPS and all(g.norm for s in lbfgs for g in s.grads)
+
+    run = loops["later-one-bank-none~cache"]
+    source = run.fix.source.replace(
+        "squeeze(-1)  # computed in each forward",
+        "squeeze(-1).detach()  # computed in each forward",
+    )
+    assert source != run.fix.source
+    steps = measured_steps(source)
+    assert all(g.norm is None for s in steps for g in s.grads if g.name == "model.rel.weight")
+    doctored = dict(loops)
+    fix = dataclasses.replace(run.fix, steps=steps)
+    doctored["later-one-bank-none~cache"] = dataclasses.replace(run, fix=fix)
+    assert checker.dropped_by_fix(doctored["later-one-bank-none~cache"]) == ["model.rel.weight"]
+    with pytest.raises(ClaimError, match="leaves model.rel.weight without a gradient"):
+        checker.build(doctored)

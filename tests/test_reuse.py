@@ -62,20 +62,50 @@ def write_case(cases, name, body):
     (cases / name).write_text(NOTE.format(ran=RAN, name=name) + body, encoding="utf-8")
 
 
+def make_project(folder):
+    """Write the small project into folder; return (repro, cases folder, snapshot folder)."""
+    repro = folder / "repro"
+    repro.mkdir()
+    (repro / "scenarios.toml").write_text('[[scenario]]\nid = "one"\nexpect = "runs"\n')
+    (repro / "one.py").write_text(SCENARIO, encoding="utf-8")
+    cases = folder / manifest.CASES
+    cases.mkdir(parents=True)
+    for name, body in CASES.items():
+        write_case(cases, name, body)
+    return repro, cases, folder / "snapshots"
+
+
 @pytest.fixture
 def project(tmp_path, monkeypatch):
     """A small project: repro/ with one scenario, three cases beside it, an empty snapshot
     folder; returns (repro, cases folder, snapshot folder)."""
-    repro = tmp_path / "repro"
-    repro.mkdir()
-    (repro / "scenarios.toml").write_text('[[scenario]]\nid = "one"\nexpect = "runs"\n')
-    (repro / "one.py").write_text(SCENARIO, encoding="utf-8")
-    cases = tmp_path / manifest.CASES
-    cases.mkdir(parents=True)
-    for name, body in CASES.items():
-        write_case(cases, name, body)
     monkeypatch.setenv(RAN, str(tmp_path / "ran"))
-    return repro, cases, tmp_path / "snapshots"
+    return make_project(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def first_build(tmp_path_factory):
+    """The small project's first build (every case runs), made once for the tests that start
+    from its snapshot: (file name, bytes). A test's own first build writes the same bytes (the
+    same files and date; a snapshot records no path), as
+    test_a_build_with_nothing_changed_runs_no_case_and_leaves_the_snapshot_untouched, which
+    makes its own, checks."""
+    folder = tmp_path_factory.mktemp("first-build")
+    repro, _, snapshots = make_project(folder)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(RAN, str(folder / "ran"))
+        _, ran, placed = build_small(repro, snapshots)
+    assert ran == sorted(CASES) and placed.written
+    return placed.path.name, placed.path.read_bytes()
+
+
+def built_once(folder, first_build):
+    """Put the first build's snapshot into folder, as the test's own first build would; return
+    its path."""
+    name, data = first_build
+    folder.mkdir(exist_ok=True)
+    (folder / name).write_bytes(data)
+    return folder / name
 
 
 def build_small(repro, folder, today="2026-01-01", reuse_from=True):
@@ -94,7 +124,9 @@ def build_small(repro, folder, today="2026-01-01", reuse_from=True):
     return said[0], names, placed
 
 
-def test_a_build_with_nothing_changed_runs_no_case_and_leaves_the_snapshot_untouched(project):
+def test_a_build_with_nothing_changed_runs_no_case_and_leaves_the_snapshot_untouched(
+    project, first_build
+):
     repro, _, folder = project
     line, ran, placed = build_small(repro, folder)
     assert ran == sorted(CASES)
@@ -103,6 +135,7 @@ def test_a_build_with_nothing_changed_runs_no_case_and_leaves_the_snapshot_untou
         f"{placed.path.name} to take them from) in "
     )
     before = placed.path.read_bytes()
+    assert (placed.path.name, before) == first_build  # what built_once() gives the others
     line, ran, placed = build_small(repro, folder, today="2026-02-02")
     assert ran == []
     assert line.startswith(
@@ -117,10 +150,9 @@ def test_a_build_with_nothing_changed_runs_no_case_and_leaves_the_snapshot_untou
     assert stored.cases["twice.py"].report["cause"] == "same-loss-twice"
 
 
-def test_an_edited_case_alone_runs_again_and_the_others_stay_byte_for_byte(project):
+def test_an_edited_case_alone_runs_again_and_the_others_stay_byte_for_byte(project, first_build):
     repro, cases, folder = project
-    _, _, placed = build_small(repro, folder)
-    before = json.loads(placed.path.read_text(encoding="utf-8"))
+    before = json.loads(built_once(folder, first_build).read_text(encoding="utf-8"))
     write_case(
         cases,
         "clean.py",
@@ -144,11 +176,10 @@ def test_an_edited_case_alone_runs_again_and_the_others_stay_byte_for_byte(proje
 
 
 def test_an_edited_harness_runs_every_case_and_the_snapshot_names_the_new_code(
-    project, tmp_path, monkeypatch
+    project, tmp_path, monkeypatch, first_build
 ):
     repro, _, folder = project
-    _, _, placed = build_small(repro, folder)
-    before = placed.path.read_text(encoding="utf-8")
+    before = built_once(folder, first_build).read_text(encoding="utf-8")
     edited = tmp_path / "harness.py"
     edited.write_text(
         capture_module.HARNESS.read_text(encoding="utf-8") + "# edited\n", encoding="utf-8"
@@ -204,28 +235,26 @@ def test_an_edited_harness_runs_every_case_and_the_snapshot_names_the_new_code(
     ids=["diagnoser", "repro-file", "torch", "build-tag", "python", "platform", "variables"],
 )
 def test_another_diagnoser_repro_or_environment_in_the_snapshot_runs_every_case(
-    project, change, why
+    project, change, why, first_build
 ):
     repro, _, folder = project
-    _, _, placed = build_small(repro, folder)
-    env = snap.load(placed.path).environment
-    data = json.loads(placed.path.read_text(encoding="utf-8"))
+    path = built_once(folder, first_build)
+    env = snap.load(path).environment
+    data = json.loads(path.read_text(encoding="utf-8"))
     change(data)
-    placed.path.write_text(json.dumps(data), encoding="utf-8")
+    path.write_text(json.dumps(data), encoding="utf-8")
     line, ran, _ = build_small(repro, folder)
     assert ran == sorted(CASES)
     build_tag = f"+{env.build}" if env.build else ""
-    expected = why.format(
-        name=placed.path.name, torch=env.torch, build=build_tag, python=env.python
-    )
+    expected = why.format(name=path.name, torch=env.torch, build=build_tag, python=env.python)
     assert line.startswith(
         f"ran 1 scenarios and loops and 3 of 3 diagnoser cases (none reused: {expected}"
     ), line
 
 
-def test_other_torch_variables_in_the_build_run_every_case(project, monkeypatch):
+def test_other_torch_variables_in_the_build_run_every_case(project, monkeypatch, first_build):
     repro, _, folder = project
-    _, _, placed = build_small(repro, folder)
+    built_once(folder, first_build)
     # The cache folder torch puts in os.environ on importing torch._dynamo (as this test
     # process may have done) is torch's own: a build it starts reuses all the same.
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(folder.parent / "inductor"))
@@ -238,20 +267,19 @@ def test_other_torch_variables_in_the_build_run_every_case(project, monkeypatch)
     assert not again.written  # the same records under other variables: the file stays
 
 
-def test_a_build_without_reuse_runs_every_case(project):
+def test_a_build_without_reuse_runs_every_case(project, first_build):
     repro, _, folder = project
-    build_small(repro, folder)
+    built_once(folder, first_build)
     line, ran, _ = build_small(repro, folder, reuse_from=False)
     assert ran == sorted(CASES)
     assert line.startswith("ran 1 scenarios and loops and 3 diagnoser cases in ")
 
 
-def test_same_records_under_another_build_tag_keep_the_file_as_it_is(project):
+def test_same_records_under_another_build_tag_keep_the_file_as_it_is(project, first_build):
     # The code changed but the capture ran with another wheel: nothing says this code made
     # these records with that wheel, so the file keeps its old `harness` and reruns next time.
     repro, _, folder = project
-    _, _, placed = build_small(repro, folder)
-    current = snap.load(placed.path)
+    current = snap.load(built_once(folder, first_build))
     other = dataclasses.replace(
         current,
         harness="0" * 64,

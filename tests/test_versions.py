@@ -4,9 +4,9 @@ import copy
 import importlib.metadata
 import json
 import re
-import site
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -162,7 +162,10 @@ def venv_python(tmp_path_factory):
     """Another interpreter path: a venv that sees this interpreter's torch.
 
     --system-site-packages alone would see the base interpreter's packages, not those of the
-    virtual environment the tests run in, so a .pth file adds this interpreter's site-packages.
+    virtual environment the tests run in, so the venv's site-packages is a link to this
+    interpreter's. Not a .pth file naming it: packages outside the interpreter's own folders
+    are the reader's installed code to the diagnoser, which then reads every RECORD (torch's
+    too) in every job's fork, ten times the capture's CPU time.
     """
     folder = tmp_path_factory.mktemp("venv")
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
@@ -173,7 +176,8 @@ def venv_python(tmp_path_factory):
         capture_output=True,
         text=True,
     ).stdout.strip()
-    Path(purelib, "parent.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    Path(purelib).rmdir()
+    Path(purelib).symlink_to(sysconfig.get_paths()["purelib"], target_is_directory=True)
     return python
 
 
