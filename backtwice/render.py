@@ -30,7 +30,7 @@ def code_block(source, raised_line):
         lines[raised_line - 1] = Markup('<span class="hll">{}</span>').format(
             lines[raised_line - 1]
         )
-    return Markup('<div class="hl"><pre tabindex="0"><code>{}\n</code></pre></div>').format(
+    return Markup('<pre class="hl" tabindex="0"><code>{}\n</code></pre>').format(
         Markup("\n").join(lines)
     )
 
