@@ -53,10 +53,12 @@ BASES = {
     "anomaly_from_start": "c2_no_detach",
     "anomaly_failing_step": "c2_no_detach",
     "inplace_after_retain": "c2_no_detach",
+    "fw_checkpoint_fixed": "fw_checkpoint",
 }
 FRAMEWORKS = "fw_"
-"""Scenarios whose id starts so are the framework loops: shown in full on frameworks.html, which
-the page's "In frameworks" table links, with their rows of the differences between versions."""
+"""Scenarios whose id starts so are the framework loops: shown on frameworks.html, which the
+page's "In frameworks" table links, with their rows of the differences between versions; each
+in full but for one whose base (BASES) is another framework loop."""
 PAGE, LOOPS = "index.html", "frameworks.html"
 
 
@@ -105,9 +107,10 @@ def scenario_view(scenario, run, message, sources):
     """
     source = scenario.source
     raised = run.raised
-    framework = scenario.id.startswith(FRAMEWORKS)  # on a page of its own: in full
-    same = raised is not None and raised.message == message and not framework
-    base = None if framework else BASES.get(scenario.id)
+    # A framework loop, on a page of its own, shows its message in full.
+    same = raised is not None and raised.message == message
+    same = same and not scenario.id.startswith(FRAMEWORKS)
+    base = BASES.get(scenario.id)
     return {
         "same_message": same,
         "short": raised.message.split(" (")[0].rstrip(".") if same else None,
