@@ -7,10 +7,12 @@ from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Page, expect
 
 from backtwice import checker
+from backtwice import snapshot as snap
 from backtwice.checker import fragment
 from backtwice.manifest import load_loop_builder
+from backtwice.publish import finished_pages
 
-from .conftest import REPRO
+from .conftest import REPRO, SNAPSHOTS
 
 pytestmark = pytest.mark.browser
 NAMES = checker.NAMES
@@ -259,3 +261,34 @@ def test_radio_buttons_sit_on_the_first_line_of_their_label(page: Page, built_pa
         two_lines += box["height"] > 1.8 * line
         assert radio["y"] - box["y"] < line / 2, label.text_content()
     assert two_lines > 0
+
+
+# frameworks.html, the framework loops' page beside index.html: one load checks its requests,
+# axe, and that no code or output wraps on a phone (its lines scroll inside their box).
+@pytest.fixture(scope="module")
+def site_folder(tmp_path_factory):
+    """index.html and frameworks.html, as the build writes them from the committed snapshots."""
+    out = tmp_path_factory.mktemp("site")
+    for name, text in finished_pages(snap.load_dir(SNAPSHOTS), REPRO).items():
+        (out / name).write_text(text, encoding="utf-8")
+    return out
+
+
+def test_frameworks_page_on_a_phone(page: Page, site_folder):
+    uri = (site_folder / "frameworks.html").as_uri()
+    page.set_viewport_size(PHONE)
+    seen = watch(page)
+    page.goto(uri)
+    assert seen["requests"] == [uri] and seen["console"] == []
+    results = Axe().run(page, options={"runOnly": {"type": "tag", "values": WCAG}})
+    assert results.violations_count == 0, results.generate_report()
+    boxes = page.evaluate(LINE_BOXES)
+    assert len(boxes) >= 8  # each loop's code and output
+    assert [(name, rows, lines) for name, rows, lines, _ in boxes if rows != lines] == []
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    # Its link back goes to the page's table, whose row links come here.
+    back = page.locator("header a")
+    expect(back).to_have_attribute("href", "index.html#frameworks")
+    back.click()
+    page.locator("#frameworks a[href='frameworks.html#s-fw_ddp']").click()
+    expect(page.locator("#s-fw_ddp")).to_be_in_viewport()

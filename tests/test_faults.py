@@ -808,7 +808,11 @@ def test_a_build_killed_between_its_renames_is_repaired_by_the_next(snapshots_co
         "the page again from the snapshots"
         for leftover in sorted([folder / f".{path.name}.k_9zz0ab", site / ".index.html.a1b2c3d4"])
     ]
-    assert sorted(p.name for p in site.iterdir()) == ["diagnose.py", "index.html"]
+    assert sorted(p.name for p in site.iterdir()) == [
+        "diagnose.py",
+        "frameworks.html",
+        "index.html",
+    ]
     assert sorted(p.name for p in folder.iterdir()) == [path.name]
     assert path.read_bytes() == before
     from backtwice.publish import visible
@@ -874,4 +878,8 @@ def test_a_signal_while_writing_waits_for_the_files_and_says_so(
         "the snapshot and the page are complete\n"
     )
     assert (site / "index.html").read_text(encoding="utf-8").startswith("<!doctype html>")
-    assert sorted(p.name for p in site.iterdir()) == ["diagnose.py", "index.html"]
+    assert sorted(p.name for p in site.iterdir()) == [
+        "diagnose.py",
+        "frameworks.html",
+        "index.html",
+    ]
