@@ -757,7 +757,7 @@ def test_every_printed_line_must_reach_the_page(snapshot_data):
     scenario = next(s for s in repro.scenarios if snapshot.scenarios[s.id].outputs)
     anchors = "".join(f'<figure id="s-{s.id}"></figure>' for s in repro.scenarios)
     with pytest.raises(PageError) as caught:
-        check_page(anchors, [(ROOT / "torch.json", snapshot)], repro)
+        check_page({"index.html": anchors}, [(ROOT / "torch.json", snapshot)], repro)
     first = snapshot.scenarios[scenario.id].outputs[0]
     assert f"does not show the line {first.text.splitlines()[0]!r} that scenario " in str(
         caught.value
@@ -769,7 +769,7 @@ def test_every_printed_line_must_reach_the_page(snapshot_data):
         for run in snapshot.scenarios.values()
         for o in run.outputs
     )
-    check_page(anchors + shown, [(ROOT / "torch.json", snapshot)], repro)
+    check_page({"index.html": anchors + shown}, [(ROOT / "torch.json", snapshot)], repro)
 
 
 def test_control_characters_are_shown_not_sent_raw(snapshots_copy, snapshot_data, site):
