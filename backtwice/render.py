@@ -600,6 +600,10 @@ def main_page(env, shared, snapshots, repro):
         for name in SCRIPTS
     )
     matrix, table = by_version(snapshots, message, list(shown), True)
+    # Its sentences count the scenarios it shows; the diagnoser is checked on all.
+    diagnoser = diagnosis.view(snapshots, repro)
+    here = only(snapshots, shown.__contains__, True)
+    diagnoser = {**diagnoser, "versions": diagnosis.versions_sentence(here)}
     return env.get_template("page.html.j2").render(
         env_=snapshot.environment,
         s=shared.views,
@@ -615,7 +619,7 @@ def main_page(env, shared, snapshots, repro):
         ref=reference(path, snapshots, shown, message, loop_rows),
         older=OLDER,
         outcome_table=table,
-        diagnoser=diagnosis.view(snapshots, repro),
+        diagnoser=diagnoser,
         css=Markup(shared.css),
         js=Markup(js),
         csp=CSP.format(f"script-src {csp_hash(js)}; ", csp_hash(shared.css)),
