@@ -4,6 +4,7 @@ A check returns the figures its sentence quotes, or raises Missing/False-claim w
 If a torch upgrade makes a sentence false, the build stops and names the section and check.
 """
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -417,6 +418,69 @@ def unassigned_detach_changes_nothing(s):
     return {"step": steps[-1]}
 
 
+def compile_retain_raises(s):
+    raised = _raises(s, "fw_compile")
+    head = raised.message.split(". ")[0]
+    require(
+        "donated buffers" in head and "retain_graph=False" in head, f"it raised {raised.message!r}"
+    )
+    require("retain_graph=True" in (raised.code or ""), f"it raised at {raised.code!r}")
+    steps = f.steps_printed(s, "fw_compile")
+    require(steps and steps[-1] == 2, f"it raised on step {steps[-1] if steps else '?'}, not 2")
+    return {}
+
+
+def compile_message_fix(s):
+    found = re.search(
+        r"torch\._functorch\.config\.donated_buffer=False", _raises(s, "fw_compile").message
+    )
+    require(found, "the message no longer names donated_buffer=False")
+    return {"flag": found.group(0)}
+
+
+def _rank_grads(s, step):
+    rows = {row[0]: row for row in f.printed(s, "fw_ddp", "step")}
+    require(step in rows, f"fw_ddp printed no step {step}")
+    row = rows[step]
+    require(row[1:4:2] == ["rank 0:", "rank 1:"], f"fw_ddp printed {row!r}")
+    return f.tensor(row[2]), f.tensor(row[4])
+
+
+def ddp_ranks_differ(s):
+    _runs(s, "fw_ddp")
+    zero, one = _rank_grads(s, 1)
+    require(not f.close(zero, one), f"both ranks got {zero}")
+    return {}
+
+
+def ddp_summed_agrees(s):
+    zero, one = _rank_grads(s, 2)
+    require(f.close(zero, one), f"the ranks got {zero} and {one}")
+    return {}
+
+
+def checkpoint_reentrant_grad(s):
+    raised = _raises(s, "fw_checkpoint")
+    require(raised.message != _raises(s, MAIN).message, "it raises this error")
+    require("use_reentrant=True" in raised.message, f"it raised {raised.message!r}")
+    require("autograd.grad" in (raised.code or ""), f"it raised at {raised.code!r}")
+    return {}
+
+
+def checkpoint_nonreentrant_runs(s):
+    _runs(s, "fw_checkpoint_fixed")
+    penalties = f.per_step(s, "fw_checkpoint_fixed", "penalty")
+    require(len(penalties) > 1, "it printed one step")
+    return {"steps": len(penalties)}
+
+
+def amp_scaled_twice_raises(s):
+    raised = _raises(s, "fw_amp")
+    require(raised.message == _raises(s, MAIN).message, "it raises another message")
+    require(raised.code == "scaler.scale(loss).backward()", f"it raised at {raised.code!r}")
+    return {}
+
+
 CLAIMS = (
     Claim(
         "two_triggers",
@@ -615,6 +679,48 @@ CLAIMS = (
         "answer",
         'The message\'s <code>retain_graph=True</code> is right only to walk a graph again unchanged: two losses on one forward pass, no <code>opt.step()</code> between (it gives their sum\'s gradients), or Jacobian rows. With a step between, the next backward raises <a href="#inplace">the in-place error</a>; a kept graph holds its saved tensors (<a href="#retain">{mib} MiB</a> here).',
         retain_depends_on_step,
+    ),
+    Claim(
+        "compile_retain_raises",
+        "frameworks",
+        "Step 1's one <code>backward()</code> ran; step 2's, with <code>retain_graph=True</code>, raised another error.",
+        compile_retain_raises,
+    ),
+    Claim(
+        "compile_message_fix",
+        "frameworks",
+        'One <code>backward()</code> of the sum (<a href="#cause-3">cause 3</a>), or the message\'s <code>{flag}</code>.',
+        compile_message_fix,
+    ),
+    Claim(
+        "ddp_ranks_differ",
+        "frameworks",
+        '<code>retain_graph=True</code> and a second <code>backward()</code> ran, and the ranks\' gradients differ (<a href="https://github.com/pytorch/pytorch/issues/47260">pytorch#47260</a>).',
+        ddp_ranks_differ,
+    ),
+    Claim(
+        "ddp_summed_agrees",
+        "frameworks",
+        "One <code>backward()</code> of the sum: they agree.",
+        ddp_summed_agrees,
+    ),
+    Claim(
+        "checkpoint_reentrant_grad",
+        "frameworks",
+        "<code>use_reentrant=True</code>: <code>autograd.grad</code> raises another error.",
+        checkpoint_reentrant_grad,
+    ),
+    Claim(
+        "checkpoint_nonreentrant_runs",
+        "frameworks",
+        "<code>use_reentrant=False</code>: all {steps} steps run.",
+        checkpoint_nonreentrant_runs,
+    ),
+    Claim(
+        "amp_scaled_twice_raises",
+        "frameworks",
+        "<code>scaler.scale(loss).backward()</code> twice raises this error.",
+        amp_scaled_twice_raises,
     ),
 )
 

@@ -141,7 +141,7 @@ def check(args, say, child):
     from . import drift, manifest
     from . import snapshot as snap
     from .capture import capture
-    from .publish import finished_page, site
+    from .publish import finished_pages, site
 
     repro = manifest.load(args.repro)
     fresh = capture(
@@ -162,7 +162,7 @@ def check(args, say, child):
             path,
             "differs from a fresh capture (diff above); run `python build.py` to update it and commit the result",
         )
-    site(finished_page(snap.load_dir(args.snapshots), repro), repro)  # what a build writes
+    site(finished_pages(snap.load_dir(args.snapshots), repro), repro)  # what a build writes
     say(f"{path} matches a fresh capture; the page renders")
 
 
@@ -179,18 +179,18 @@ def check_out(out):
 
 def _read_ahead(folder, repro, ahead=None):
     """While the capture interpreter imports torch (a second or more, on another core): read
-    the snapshots and, given a list `ahead`, render the page from them as they are into it, as
-    (snapshots, page). A capture that leaves them as they are, as one does when nothing
+    the snapshots and, given a list `ahead`, render the pages from them as they are into it, as
+    (snapshots, pages). A capture that leaves them as they are, as one does when nothing
     changed, has that page written (publish()). What goes wrong here is left for the build to
     find and report."""
     from . import render  # noqa: F401  # imported now rather than after the capture
     from . import snapshot as snap
-    from .publish import finished_page
+    from .publish import finished_pages
 
     with contextlib.suppress(BuildError):
         snapshots = snap.load_dir(folder)
         if ahead is not None:
-            ahead.append((snapshots, finished_page(snapshots, repro)))
+            ahead.append((snapshots, finished_pages(snapshots, repro)))
 
 
 def build(args, say, child):

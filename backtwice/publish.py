@@ -27,13 +27,17 @@ def visible(text):
     return text.translate(VISIBLE)
 
 
-def check_page(html, snapshots, repro):
-    """Stop unless the page has every declared scenario's anchor and every line it printed."""
+def check_page(pages, snapshots, repro):
+    """Stop unless the pages ({file name: HTML}) place every declared scenario's anchor, and the
+    page that places it shows every line it printed."""
     from .render import escape_text  # as the page writes text; render loads jinja2 when used
 
     shown = f"templates/{TEMPLATE.name}"
+    holders = {}
     for scenario in repro.scenarios:
-        if f'id="s-{scenario.id}"' not in html:
+        anchor = f'id="s-{scenario.id}"'
+        holders[scenario.id] = next((h for h in pages.values() if anchor in h), None)
+        if holders[scenario.id] is None:
             raise PageError(
                 TEMPLATE,
                 f"places no element with id=\"s-{scenario.id}\" for scenario '{scenario.id}' of "
@@ -45,7 +49,7 @@ def check_page(html, snapshots, repro):
     for scenario in repro.scenarios:
         for output in snapshot.scenarios[scenario.id].outputs:
             for line in output.text.split("\n"):
-                if line.strip() and escape_text(visible(line)) not in html:
+                if line.strip() and escape_text(visible(line)) not in holders[scenario.id]:
                     raise PageError(
                         TEMPLATE,
                         f"does not show the line {line!r} that scenario '{scenario.id}' printed "
@@ -54,7 +58,9 @@ def check_page(html, snapshots, repro):
                     )
 
 
-LEFTOVER = re.compile(r"\.(index\.html|diagnose\.py|torch-[0-9.]+\.json)\.[A-Za-z0-9_]{8}")
+LEFTOVER = re.compile(
+    r"\.(index\.html|frameworks\.html|diagnose\.py|torch-[0-9.]+\.json)\.[A-Za-z0-9_]{8}"
+)
 
 
 def remove_leftovers(folders, say):
@@ -129,51 +135,51 @@ def signals_held():
                 signal.raise_signal(caught[0])
 
 
-def finished_page(snapshots, repro):
-    """The page of these snapshots, as it is written: rendered, control characters made
-    visible, and checked against them; raise ClaimError (or InputError) where it cannot be."""
-    from .render import render_page
+def finished_pages(snapshots, repro):
+    """The pages of these snapshots ({file name: HTML}), as they are written: rendered, control
+    characters made visible, and checked against them; raise ClaimError (or InputError) where
+    they cannot be."""
+    from .render import render_pages
 
-    html = visible(render_page(snapshots, repro))
+    pages = {name: visible(html) for name, html in render_pages(snapshots, repro).items()}
     check_page(
-        html, snapshots, repro if isinstance(repro, manifest.Repro) else manifest.load(repro)
+        pages, snapshots, repro if isinstance(repro, manifest.Repro) else manifest.load(repro)
     )
-    return html
+    return pages
 
 
-PAGE = "index.html"
 TOOL = "diagnose.py"
 """The diagnoser, written beside the page it is linked from (href="diagnose.py")."""
 
 
-def site(html, repro):
-    """The files of the site, by name: the page and, beside it, the diagnoser as repro/ read it
-    (the text the snapshot's hashes and the page's reports are of), byte for byte."""
+def site(pages, repro):
+    """The files of the site, by name: the pages and, beside them, the diagnoser as repro/ read
+    it (the text the snapshot's hashes and the page's reports are of), byte for byte."""
     if not isinstance(repro, manifest.Repro):
         repro = manifest.load(repro)
-    return {PAGE: html, TOOL: repro.sources[manifest.DIAGNOSER]}
+    return {**pages, TOOL: repro.sources[manifest.DIAGNOSER]}
 
 
 def publish(snapshots, placed, repro, out, say, ahead=None):
-    """Render, then write the changed snapshots, the page and the diagnoser together, or nothing.
+    """Render, then write the changed snapshots, the pages and the diagnoser together, or nothing.
 
     `placed` lists the fresh captures among `snapshots` (snapshot.Placed); a claim that fails
-    is reported with the capture change behind it. `ahead`, if given, is (snapshots, page) from
-    finished_page() while the capture ran: when those snapshots equal these, the page is that
-    one, since it is a function of the snapshots and repro/ alone. A stop signal (Ctrl-C,
+    is reported with the capture change behind it. `ahead`, if given, is (snapshots, pages) from
+    finished_pages() while the capture ran: when those snapshots equal these, the pages are
+    those, since they are a function of the snapshots and repro/ alone. A stop signal (Ctrl-C,
     SIGTERM, SIGHUP) that comes once the files are being written waits until they are; the
     build then stops saying so (Stopped with written=True).
     """
     started = time.perf_counter()
     if ahead is not None and ahead[0] == snapshots:
-        html, started = ahead[1], None
+        pages, started = ahead[1], None
     else:
         try:
-            html = finished_page(snapshots, repro)
+            pages = finished_pages(snapshots, repro)
         except ClaimError as error:
             explained = (explain(error, item.previous, item.fresh) for item in placed)
             raise next((e for e in explained if e is not error), error) from None
-    files = {out / name: text for name, text in site(html, repro).items()}
+    files = {out / name: text for name, text in site(pages, repro).items()}
     writes = [(item.path, snap.dumps(item.fresh)) for item in placed if item.written]
     written = False
     try:
@@ -206,12 +212,15 @@ def _report(placed, files, snapshots, started, say):
                 item.previous[1], item.fresh, item.previous[0].name, item.path.name
             )
             say(report.rstrip("\n"))
-    (page, html), (tool, source) = files.items()
+    *pages, (tool, source) = files.items()
+    (page, html), *others = pages
     size = len(html.encode("utf-8"))
     if started is None:
         say(f"wrote {page} ({size:,} bytes), rendered while torch was imported")
     else:
         say(f"wrote {page} ({size:,} bytes) in {time.perf_counter() - started:.2f} s")
+    for other, text in others:
+        say(f"wrote {other} ({len(text.encode('utf-8')):,} bytes), the framework loops")
     say(f"wrote {tool} ({len(source.encode('utf-8')):,} bytes), {manifest.DIAGNOSER} as it is")
     lead, newest = snapshots[-1]
     say(f"page leads with torch {newest.environment.torch} ({_shown(lead)})")

@@ -6,7 +6,7 @@ import hashlib
 import json
 import re
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from html import unescape
 from pathlib import Path
 
@@ -30,7 +30,7 @@ def code_block(source, raised_line):
         lines[raised_line - 1] = Markup('<span class="hll">{}</span>').format(
             lines[raised_line - 1]
         )
-    return Markup('<div class="hl"><pre tabindex="0"><code>{}\n</code></pre></div>').format(
+    return Markup('<pre class="hl" tabindex="0"><code>{}\n</code></pre>').format(
         Markup("\n").join(lines)
     )
 
@@ -53,7 +53,13 @@ BASES = {
     "anomaly_from_start": "c2_no_detach",
     "anomaly_failing_step": "c2_no_detach",
     "inplace_after_retain": "c2_no_detach",
+    "fw_checkpoint_fixed": "fw_checkpoint",
 }
+FRAMEWORKS = "fw_"
+"""Scenarios whose id starts so are the framework loops: shown on frameworks.html, which the
+page's "In frameworks" table links, with their rows of the differences between versions; each
+in full but for one whose base (BASES) is another framework loop."""
+PAGE, LOOPS = "index.html", "frameworks.html"
 
 
 def diff_hunks(old, new, context=1, skip=lambda line: False):
@@ -101,7 +107,9 @@ def scenario_view(scenario, run, message, sources):
     """
     source = scenario.source
     raised = run.raised
+    # A framework loop, on a page of its own, shows its message in full.
     same = raised is not None and raised.message == message
+    same = same and not scenario.id.startswith(FRAMEWORKS)
     base = BASES.get(scenario.id)
     return {
         "same_message": same,
@@ -112,7 +120,7 @@ def scenario_view(scenario, run, message, sources):
         "base": base,
         "code": code_block(source, raised.line if raised else None)
         if base is None
-        else diff_block(diff_hunks(sources[base], source)),
+        else diff_block(diff_hunks(sources[base], source, context=0)),
         "outputs": [o.text for o in run.outputs],
         "raised": raised,
         "anomaly": run.anomaly,
@@ -497,31 +505,32 @@ def outcome_table(snapshots, message, order):
     return {"versions": [s.environment.torch for _, s in snapshots], "rows": rows}
 
 
-def render_page(snapshots, repro):
-    """Render the page from (path, Snapshot) pairs, newest torch last; return the HTML.
+def only(snapshots, keep, loops):
+    """The (path, Snapshot) pairs with the scenarios whose id `keep` accepts, and with their
+    checker loops or none: what one page says about torch versions is of what it shows."""
+    return [
+        (
+            path,
+            replace(
+                snapshot,
+                scenarios={i: run for i, run in snapshot.scenarios.items() if keep(i)},
+                loops=snapshot.loops if loops else {},
+            ),
+        )
+        for path, snapshot in snapshots
+    ]
 
-    `repro` is the repro folder or a manifest.Repro already read from it.
-    """
-    if not isinstance(repro, manifest.Repro):
-        repro = manifest.load(repro)
-    agreement.check(snapshots, repro)
-    scenarios = repro.scenarios
-    path, snapshot = snapshots[-1]
-    sentences = claims.evaluate(snapshot, path)
-    message = f.run(snapshot, claims.MAIN).raised
-    sources = {s.id: s.source for s in scenarios}
-    views = {
-        s.id: scenario_view(s, snapshot.scenarios[s.id], message.message, sources)
-        for s in scenarios
-    }
-    fix_views = fixes(path, snapshot, {s.id: s for s in scenarios})
-    data, loop_rows = checker.build(snapshot.loops) if snapshot.loops else ({}, [])
-    css = minify_css((STATIC / "style.css").read_text(encoding="utf-8"))
-    js = "".join(
-        minify_js(short_names((STATIC / name).read_text(encoding="utf-8"), name), name)
-        for name in SCRIPTS
-    )
-    env = Environment(
+
+def by_version(snapshots, message, ids, loops):
+    """The version matrix (None for one snapshot) and the table of outcomes that differ, of the
+    scenarios `ids`, in that order (and of the checker loops, if `loops`)."""
+    shown = only(snapshots, set(ids).__contains__, loops)
+    return versions.matrix(shown), outcome_table(shown, message, ids)
+
+
+def environment():
+    """The templates' Jinja environment."""
+    return Environment(
         loader=FileSystemLoader(TEMPLATES),
         autoescape=True,
         undefined=StrictUndefined,
@@ -529,25 +538,105 @@ def render_page(snapshots, repro):
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    html = env.get_template("page.html.j2").render(
+
+
+CSP = "default-src 'none'; {}style-src {}; img-src 'none'; base-uri 'none'; form-action 'none'"
+
+
+def render_page(snapshots, repro):
+    """Render the page (index.html) from (path, Snapshot) pairs, newest torch last."""
+    return render_pages(snapshots, repro)[PAGE]
+
+
+@dataclass(frozen=True)
+class Shared:
+    """What both pages are rendered from."""
+
+    path: Path
+    """The newest snapshot's file, which the pages lead with."""
+    snapshot: object
+    """That snapshot (snapshot.Snapshot)."""
+    message: object
+    """The page's error as it raised there (snapshot.Raised)."""
+    views: dict
+    """Each scenario's view (scenario_view), by id, in repro/scenarios.toml's order."""
+    css: str
+    """The stylesheet, minified; both pages inline it."""
+
+
+def render_pages(snapshots, repro):
+    """Render the page and the framework loops' page from (path, Snapshot) pairs, newest torch
+    last; return {file name: HTML}.
+
+    `repro` is the repro folder or a manifest.Repro already read from it.
+    """
+    if not isinstance(repro, manifest.Repro):
+        repro = manifest.load(repro)
+    agreement.check(snapshots, repro)
+    path, snapshot = snapshots[-1]
+    message = f.run(snapshot, claims.MAIN).raised
+    sources = {s.id: s.source for s in repro.scenarios}
+    views = {
+        s.id: scenario_view(s, snapshot.scenarios[s.id], message.message, sources)
+        for s in repro.scenarios
+    }
+    css = minify_css((STATIC / "style.css").read_text(encoding="utf-8"))
+    shared = Shared(path, snapshot, message, views, css)
+    env = environment()
+    return {
+        PAGE: unquote_text(main_page(env, shared, snapshots, repro)),
+        LOOPS: unquote_text(loops_page(env, shared, snapshots)),
+    }
+
+
+def main_page(env, shared, snapshots, repro):
+    """index.html: every scenario but the framework loops, the checker and the diagnoser."""
+    path, snapshot, message = shared.path, shared.snapshot, shared.message.message
+    sentences = claims.evaluate(snapshot, path)
+    shown = {i: v for i, v in shared.views.items() if not i.startswith(FRAMEWORKS)}
+    data, loop_rows = checker.build(snapshot.loops) if snapshot.loops else ({}, [])
+    js = "".join(
+        minify_js(short_names((STATIC / name).read_text(encoding="utf-8"), name), name)
+        for name in SCRIPTS
+    )
+    matrix, table = by_version(snapshots, message, list(shown), True)
+    # Its sentences count the scenarios it shows; the diagnoser is checked on all.
+    diagnoser = diagnosis.view(snapshots, repro)
+    here = only(snapshots, shown.__contains__, True)
+    diagnoser = {**diagnoser, "versions": diagnosis.versions_sentence(here)}
+    return env.get_template("page.html.j2").render(
         env_=snapshot.environment,
-        s=views,
+        s=shared.views,
         claims=sentences,
-        message=message,
-        fixes=fix_views,
+        message=shared.message,
+        fixes=fixes(path, snapshot, {s.id: s for s in repro.scenarios}),
         checker=data,
         checker_json=json_script(checker.page_data(data) if data else data),
         questions=checker.QUESTIONS,
         presets=[(n, key, checker.fragment(key), sec) for n, key, sec in checker.PRESETS],
         loop_rows=loop_rows,
-        matrix=versions.matrix(snapshots),
-        ref=reference(path, snapshots, views, message.message, loop_rows),
+        matrix=matrix,
+        ref=reference(path, snapshots, shown, message, loop_rows),
         older=OLDER,
-        outcome_table=outcome_table(snapshots, message.message, list(views)),
-        diagnoser=diagnosis.view(snapshots, repro),
-        css=Markup(css),
+        outcome_table=table,
+        diagnoser=diagnoser,
+        css=Markup(shared.css),
         js=Markup(js),
-        csp=f"default-src 'none'; script-src {csp_hash(js)}; style-src {csp_hash(css)}; "
-        "img-src 'none'; base-uri 'none'; form-action 'none'",
+        csp=CSP.format(f"script-src {csp_hash(js)}; ", csp_hash(shared.css)),
     )
-    return unquote_text(html)
+
+
+def loops_page(env, shared, snapshots):
+    """frameworks.html: the framework loops in full, and how they differ between versions;
+    no script."""
+    loops = [i for i in shared.views if i.startswith(FRAMEWORKS)]
+    matrix, table = by_version(snapshots, shared.message.message, loops, False)
+    return env.get_template("frameworks.html.j2").render(
+        env_=shared.snapshot.environment,
+        s=shared.views,
+        loops=loops,
+        matrix=matrix,
+        outcome_table=table,
+        css=Markup(shared.css),
+        csp=CSP.format("", csp_hash(shared.css)),
+    )

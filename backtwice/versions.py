@@ -171,9 +171,11 @@ def summary(snapshots):
     held = [aspect for aspect, items in found.items() if not items]
     changed = [_changed(aspect, items) for aspect, items in found.items() if items]
     # The versions are named in the summary line just above it.
-    start = Markup("All {} scenarios and {} checker loops ").format(
-        len(newest.scenarios), len(newest.loops)
-    )
+    start = Markup("All {} scenarios ").format(len(newest.scenarios))
+    if newest.loops:
+        start = Markup("All {} scenarios and {} checker loops ").format(
+            len(newest.scenarios), len(newest.loops)
+        )
     same = Markup("agree on {}").format(join(held)) if held else Markup("differ in every way")
     if not changed:
         return start + same + Markup(".")

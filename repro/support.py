@@ -1,5 +1,6 @@
 """Helpers the scenarios share: graph depth and a count of live saved tensors."""
 
+import os
 import weakref
 
 import torch
@@ -93,3 +94,32 @@ class SavedTensors(torch.autograd.graph.saved_tensors_hooks):
     def alive(self):
         """How many saved tensors the graph still holds."""
         return len(self._live)
+
+
+def two_gloo_ranks(train):
+    """Run train(rank) in two forked processes, a gloo process group on 127.0.0.1 at a free
+    port, and return what rank 0's train returned, its tensors made in this process.
+
+    The scenario's own process starts no gloo thread, so each of its runs forks cleanly; each
+    rank leaves with os._exit, since an exit through gloo's teardown hung now and then here.
+    """
+    import socket
+
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+
+    def rank_main(rank, port, results):
+        dist.init_process_group("gloo", f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+        rows = train(rank)
+        if rank == 0:
+            results.put([[t.tolist() if torch.is_tensor(t) else t for t in row] for row in rows])
+        dist.destroy_process_group()
+        os._exit(0)
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    results = mp.get_context("fork").SimpleQueue()
+    mp.start_processes(rank_main, args=(port, results), nprocs=2, start_method="fork")
+    rows = results.get()
+    return [[torch.tensor(v) if isinstance(v, list) else v for v in row] for row in rows]

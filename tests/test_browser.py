@@ -7,10 +7,12 @@ from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Page, expect
 
 from backtwice import checker
+from backtwice import snapshot as snap
 from backtwice.checker import fragment
 from backtwice.manifest import load_loop_builder
+from backtwice.publish import finished_pages
 
-from .conftest import REPRO
+from .conftest import REPRO, SNAPSHOTS
 
 pytestmark = pytest.mark.browser
 NAMES = checker.NAMES
@@ -66,13 +68,20 @@ def loops_to_doctor(data):
     return [run for key, run in data["loops"].items() if not key.endswith("wgan")]
 
 
+def raising_this_error(data):
+    """The runs that raise the page's message; those that raise another error (the in-place
+    error, the frameworks' errors) keep theirs, which their sentences quote and check."""
+    message = data["scenarios"]["c1_backward_twice"]["raised"]["message"]
+    runs = list(data["scenarios"].values()) + loops_to_doctor(data)
+    return [run for run in runs if run["raised"] and run["raised"]["message"] == message]
+
+
 def test_markup_in_captured_text_stays_text(page: Page, doctor):
     evil = "</script><img src=x onerror=alert(1)>"
 
     def inject(data):
-        for run in list(data["scenarios"].values()) + loops_to_doctor(data):
-            if run["raised"] and "inplace operation" not in run["raised"]["message"]:
-                run["raised"]["message"] = evil
+        for run in raising_this_error(data):
+            run["raised"]["message"] = evil
         data["scenarios"]["c1_retain_then_backward"]["outputs"][0]["text"] = evil
 
     path = doctor(inject)
@@ -89,9 +98,8 @@ def test_doctored_figures_are_shown(page: Page, doctor):
     def change(data):
         env = data["environment"]
         env["torch"], env["python"], env["captured"] = "9.9.9", "3.99.1", "2031-02-03"
-        for run in list(data["scenarios"].values()) + loops_to_doctor(data):
-            if run["raised"] and "inplace operation" not in run["raised"]["message"]:
-                run["raised"]["message"] = "Doctored message."
+        for run in raising_this_error(data):
+            run["raised"]["message"] = "Doctored message."
         grads = data["scenarios"]["c1_retain_then_backward"]["outputs"]
         grads[0]["values"][1]["tensor"] = [5.0, 6.0, 7.0]
         grads[1]["values"][1]["tensor"] = [10.0, 12.0, 14.0]
@@ -253,3 +261,29 @@ def test_radio_buttons_sit_on_the_first_line_of_their_label(page: Page, built_pa
         two_lines += box["height"] > 1.8 * line
         assert radio["y"] - box["y"] < line / 2, label.text_content()
     assert two_lines > 0
+
+
+# frameworks.html, the framework loops' page beside index.html: one load checks its requests,
+# axe, and that no code or output wraps on a phone (its lines scroll inside their box).
+@pytest.fixture(scope="module")
+def site_folder(tmp_path_factory):
+    """index.html and frameworks.html, as the build writes them from the committed snapshots."""
+    out = tmp_path_factory.mktemp("site")
+    for name, text in finished_pages(snap.load_dir(SNAPSHOTS), REPRO).items():
+        (out / name).write_text(text, encoding="utf-8")
+    return out
+
+
+def test_frameworks_page_on_a_phone(page: Page, site_folder):
+    uri = (site_folder / "frameworks.html").as_uri()
+    page.set_viewport_size(PHONE)
+    seen = watch(page)
+    page.goto(uri)
+    assert seen["requests"] == [uri] and seen["console"] == []
+    results = Axe().run(page, options={"runOnly": {"type": "tag", "values": WCAG}})
+    assert results.violations_count == 0, results.generate_report()
+    boxes = page.evaluate(LINE_BOXES)
+    assert len(boxes) >= 8  # each loop's code and output
+    assert [(name, rows, lines) for name, rows, lines, _ in boxes if rows != lines] == []
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    # The table's links and the link back are checked in test_frameworks, as files.

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from backtwice import cli, diagnose, diagnosis, manifest
+from backtwice import cli, diagnose, diagnosis, manifest, render
 from backtwice import snapshot as snap
 from backtwice.errors import EXIT_OUTPUT, ClaimError
 from backtwice.render import render_page
@@ -81,6 +81,12 @@ KNOWN = {
         ("(g,) = torch.autograd.grad(loss, x)", 2),
         ("(g,) = torch.autograd.grad(loss, x)", 1),
         {"loss = (x**3).sum()"},
+    ),
+    "fw_amp": (
+        "same-loss-twice",
+        ("scaler.scale(loss).backward()", 2),
+        ("scaler.scale(loss).backward()", 1),
+        {MODEL},
     ),
     "saved_tensors": (
         "saved-read",
@@ -221,7 +227,11 @@ def site_build(out):
 
 def test_the_build_writes_the_diagnoser_beside_the_page_byte_for_byte(tmp_path):
     assert site_build(tmp_path) == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["diagnose.py", "index.html"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "diagnose.py",
+        "frameworks.html",
+        "index.html",
+    ]
     # Whatever backtwice/diagnose.py holds now, not a stored copy or hash.
     assert (tmp_path / "diagnose.py").read_bytes() == manifest.DIAGNOSER_FILE.read_bytes()
 
@@ -232,7 +242,11 @@ def test_a_diagnoser_left_half_written_by_a_killed_build_is_removed(tmp_path, ca
     assert (
         f"notice: removed {tmp_path / '.diagnose.py.a1b2c3d4'}, left by" in capsys.readouterr().out
     )
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["diagnose.py", "index.html"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "diagnose.py",
+        "frameworks.html",
+        "index.html",
+    ]
 
 
 def test_the_page_and_the_diagnoser_are_written_together_or_not_at_all(tmp_path, capsys):
@@ -257,11 +271,13 @@ def test_the_page_shows_the_captured_reports(built_html, snapshots):
 
 def test_the_versions_sentence_comes_from_the_snapshots(built_html, snapshots):
     versions = [s.environment.torch for _, s in snapshots]
-    sentence = str(diagnosis.versions_sentence(snapshots))
+    # Of the scenarios on the page: the framework loops are on frameworks.html.
+    here = render.only(snapshots, lambda ident: not ident.startswith(render.FRAMEWORKS), True)
+    sentence = str(diagnosis.versions_sentence(here))
     assert html.escape(versions[0]) in sentence and versions[-1] in sentence
-    assert (
-        f"for the {len(KNOWN) - len(GAPS)} that raise this error it named the same cause"
-        in sentence
+    shown = [i for i in KNOWN if not i.startswith(render.FRAMEWORKS)]
+    assert f"for the {len(shown) - len(GAPS)} that raise this error it named the same cause" in (
+        sentence
     )
     assert sentence in built_html
 

@@ -757,7 +757,7 @@ def test_every_printed_line_must_reach_the_page(snapshot_data):
     scenario = next(s for s in repro.scenarios if snapshot.scenarios[s.id].outputs)
     anchors = "".join(f'<figure id="s-{s.id}"></figure>' for s in repro.scenarios)
     with pytest.raises(PageError) as caught:
-        check_page(anchors, [(ROOT / "torch.json", snapshot)], repro)
+        check_page({"index.html": anchors}, [(ROOT / "torch.json", snapshot)], repro)
     first = snapshot.scenarios[scenario.id].outputs[0]
     assert f"does not show the line {first.text.splitlines()[0]!r} that scenario " in str(
         caught.value
@@ -769,7 +769,7 @@ def test_every_printed_line_must_reach_the_page(snapshot_data):
         for run in snapshot.scenarios.values()
         for o in run.outputs
     )
-    check_page(anchors + shown, [(ROOT / "torch.json", snapshot)], repro)
+    check_page({"index.html": anchors + shown}, [(ROOT / "torch.json", snapshot)], repro)
 
 
 def test_control_characters_are_shown_not_sent_raw(snapshots_copy, snapshot_data, site):
@@ -808,7 +808,11 @@ def test_a_build_killed_between_its_renames_is_repaired_by_the_next(snapshots_co
         "the page again from the snapshots"
         for leftover in sorted([folder / f".{path.name}.k_9zz0ab", site / ".index.html.a1b2c3d4"])
     ]
-    assert sorted(p.name for p in site.iterdir()) == ["diagnose.py", "index.html"]
+    assert sorted(p.name for p in site.iterdir()) == [
+        "diagnose.py",
+        "frameworks.html",
+        "index.html",
+    ]
     assert sorted(p.name for p in folder.iterdir()) == [path.name]
     assert path.read_bytes() == before
     from backtwice.publish import visible
@@ -874,4 +878,8 @@ def test_a_signal_while_writing_waits_for_the_files_and_says_so(
         "the snapshot and the page are complete\n"
     )
     assert (site / "index.html").read_text(encoding="utf-8").startswith("<!doctype html>")
-    assert sorted(p.name for p in site.iterdir()) == ["diagnose.py", "index.html"]
+    assert sorted(p.name for p in site.iterdir()) == [
+        "diagnose.py",
+        "frameworks.html",
+        "index.html",
+    ]

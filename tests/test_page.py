@@ -61,14 +61,17 @@ def test_the_page_holds_no_copy_of_the_diagnoser(built_html):
 
 def test_reference_summaries_are_counted_from_the_snapshot(built_html, newest):
     message = newest.scenarios[claims.MAIN].raised.message
-    runs = [r for r in newest.scenarios.values() if r.raised is None]
-    this = [r for r in newest.scenarios.values() if r.raised and r.raised.message == message]
-    other = len(newest.scenarios) - len(runs) - len(this)
+    # The page's scenarios: the framework loops are counted on frameworks.html, by their badges.
+    shown = [r for i, r in newest.scenarios.items() if not i.startswith(render.FRAMEWORKS)]
+    assert 0 < len(shown) < len(newest.scenarios)
+    runs = [r for r in shown if r.raised is None]
+    this = [r for r in shown if r.raised and r.raised.message == message]
+    other = len(shown) - len(runs) - len(this)
     summary = re.search(r'<details id="outcomes">\n<summary>(.*?)</summary>', built_html).group(1)
     assert len(this) > 1 and len(runs) > 1  # plural verbs
     raises = "1 raises" if other == 1 else f"{other} raise"
     assert summary.endswith(
-        f"of the {len(newest.scenarios)} scenarios, {len(this)} raise this error, {raises} "
+        f"of the {len(shown)} scenarios, {len(this)} raise this error, {raises} "
         f"another error and {len(runs)} run."
     )
     loops = html.unescape(
@@ -136,6 +139,7 @@ def test_nothing_is_loaded_from_elsewhere(built_html):
     assert sorted(external) == sorted(
         [
             "https://github.com/pytorch/pytorch/issues/13494",
+            "https://github.com/pytorch/pytorch/issues/47260",
             "https://pytorch.org/docs/stable/generated/torch.Tensor.backward.html",
             *sourced,
         ]
@@ -166,6 +170,7 @@ def test_sections_in_order(built_html):
         'section id="anomaly"',
         'section id="retain"',
         'section id="inplace"',
+        'section id="frameworks"',
         'section id="reference"',
         'details id="outcomes"',
         'p id="versions"',
@@ -177,6 +182,18 @@ def test_sections_in_order(built_html):
     assert positions == sorted(positions)
 
 
+@pytest.fixture(scope="module")
+def loops_html():
+    """frameworks.html, rendered from the committed snapshots as the build writes it."""
+    return render.render_pages(snap.load_dir(SNAPSHOTS), REPRO)[render.LOOPS]
+
+
+@pytest.fixture(scope="module")
+def site_html(built_html, loops_html):
+    """Both pages' text, one after the other: each scenario's figure is on one of them."""
+    return built_html + loops_html
+
+
 def figure(html_text, ident):
     """One scenario's figure."""
     return re.search(
@@ -184,13 +201,13 @@ def figure(html_text, ident):
     ).group(1)
 
 
-def test_code_blocks_are_the_repro_files_or_their_changed_lines(built_html):
+def test_code_blocks_are_the_repro_files_or_their_changed_lines(site_html):
     sources = {s.id: s.path.read_text(encoding="utf-8") for s in load_manifest(REPRO)}
     for ident, source in sources.items():
-        shown = figure(built_html, ident)
+        shown = figure(site_html, ident)
         base = render.BASES.get(ident)
         if base is None:
-            block = re.search(r'<div class="hl">(.*?)</div>', shown, re.S).group(1)
+            block = re.search(r'<pre class="hl" tabindex="0">(.*?)</pre>', shown, re.S).group(1)
             assert text_of(block) == source, ident
             continue
         assert f'Changes from <a href="#s-{base}">repro/{base}.py</a>:' in shown, ident
@@ -215,13 +232,16 @@ def test_code_blocks_are_the_repro_files_or_their_changed_lines(built_html):
                 assert re.search(rf"^ *{number} \+ ", diff, re.M), (ident, number, text)
 
 
-def test_no_loop_is_shown_in_full_twice(built_html):
+@pytest.mark.parametrize("which", ["index.html", "frameworks.html"])
+def test_no_loop_is_shown_in_full_twice(which, built_html, loops_html):
     """Each full code block differs from every other: no loop repeats with a line or two changed."""
-    page = re.sub(r"<(script|style|head)\b.*?</\1>", " ", built_html, flags=re.S)
+    page = {"index.html": built_html, "frameworks.html": loops_html}[which]
+    page = re.sub(r"<(script|style|head)\b.*?</\1>", " ", page, flags=re.S)
     blocks = [
         text_of(b)
-        for b in re.findall(r'<div class="hl"><pre tabindex="0"><code>(.*?)</code>', page, re.S)
+        for b in re.findall(r'<pre class="hl" tabindex="0"><code>(.*?)</code>', page, re.S)
     ]
+    assert len(blocks) >= 4  # a regex that matched nothing would pass it
     sources = [s.path.read_text(encoding="utf-8") for s in load_manifest(REPRO)]
     flat = html.unescape(re.sub(r"<[^>]+>", "", page))
     for source in sources:
@@ -232,11 +252,12 @@ def test_no_loop_is_shown_in_full_twice(built_html):
             assert similar < 0.7, (a, b)
 
 
-def test_the_raising_line_is_marked_from_the_traceback(built_html, newest):
+def test_the_raising_line_is_marked_from_the_traceback(site_html, newest):
     for ident, run in newest.scenarios.items():
         if ident in render.BASES:
             continue
-        block = re.search(r'<div class="hl">(.*?)</div>', figure(built_html, ident), re.S).group(1)
+        shown = figure(site_html, ident)
+        block = re.search(r'<pre class="hl" tabindex="0">(.*?)</pre>', shown, re.S).group(1)
         marked = re.findall(r'<span class="hll">(.*?)</span>', block, re.S)
         if run.raised is None:
             assert marked == []
@@ -247,8 +268,8 @@ def test_the_raising_line_is_marked_from_the_traceback(built_html, newest):
             assert source_line.strip() == run.raised.code
 
 
-def test_every_captured_message_and_output_is_on_the_page(built_html, newest):
-    page = html.unescape(built_html)
+def test_every_captured_message_and_output_is_on_the_page(site_html, newest):
+    page = html.unescape(site_html)
     for run in newest.scenarios.values():
         for output in run.outputs:
             assert output.text in page
@@ -340,7 +361,8 @@ def test_the_hidden_state_line_detaches_an_lstm_tuple_and_an_rnncell_tensor(buil
 def test_training_scenarios_have_a_model_and_an_optimizer_and_toys_say_so():
     for scenario in load_manifest(REPRO):
         source = scenario.path.read_text(encoding="utf-8")
-        real = all(part in source for part in ("nn.", "optim.", "zero_grad()", ".step()"))
+        # AMP steps through its scaler: scaler.step(opt).
+        real = all(part in source for part in ("nn.", "optim.", "zero_grad()", ".step("))
         assert real or scenario.title.startswith("Toy:"), scenario.id
         if scenario.title.startswith("Toy:"):
             assert "optim." not in source, scenario.id
@@ -456,6 +478,24 @@ DOCTORED = {
         ("loops", "later-one-rnn-retain", "raised"),
         lambda d: d["loops"]["later-one-rnn-none"]["raised"],
     ),
+    "compile_retain_raises": _set(_scenario("fw_compile", "raised", "code"), "loss2.backward()"),
+    "compile_message_fix": _set(
+        _scenario("fw_compile", "raised", "message"),
+        lambda d: d["scenarios"]["fw_compile"]["raised"]["message"].split(", or set")[0],
+    ),
+    "ddp_ranks_differ": _set(
+        _printed("fw_ddp", 0, 5), lambda d: d["scenarios"]["fw_ddp"]["outputs"][0]["values"][3]
+    ),
+    "ddp_summed_agrees": _set(_printed("fw_ddp", 1, 5), {"tensor": [1.0, 2.0, 3.0]}),
+    "checkpoint_reentrant_grad": _set(
+        _scenario("fw_checkpoint", "raised", "message"),
+        lambda d: d["scenarios"]["c1_backward_twice"]["raised"]["message"],
+    ),
+    "checkpoint_nonreentrant_runs": _set(
+        _scenario("fw_checkpoint_fixed", "raised"),
+        lambda d: d["scenarios"]["fw_checkpoint"]["raised"],
+    ),
+    "amp_scaled_twice_raises": _set(_scenario("fw_amp", "raised", "code"), "loss.backward()"),
 }
 
 
