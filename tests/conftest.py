@@ -12,6 +12,8 @@ import pytest
 from backtwice import snapshot as snap
 from backtwice.render import render_page
 
+from . import warm
+
 ROOT = Path(__file__).resolve().parent.parent
 REPRO = ROOT / "repro"
 SNAPSHOTS = ROOT / "snapshots"
@@ -40,6 +42,7 @@ TORCH = {
     "test_loops",
     "test_reuse",
     "test_versions",
+    "test_warm",
 }
 
 # Modules whose tests xdist hands out one by one rather than as a whole module: each test
@@ -57,6 +60,7 @@ ONE_BY_ONE = {
     "test_faults",
     "test_reuse",
     "test_versions",
+    "test_warm",
 }
 
 
@@ -86,6 +90,20 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.torch)
         else:
             item.add_marker(pytest.mark.unit)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_or_warm(request):
+    """Commands through tests/warm.py run in forks of a warm interpreter, except in a test
+    marked `fresh`, whose commands start new interpreters (what it checks is the process)."""
+    warm.FRESH = request.node.get_closest_marker("fresh") is not None
+    yield
+    warm.FRESH = False
+
+
+def pytest_sessionfinish(session):
+    """End this process's warm interpreters."""
+    warm.close()
 
 
 def committed_path():

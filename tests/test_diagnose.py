@@ -15,6 +15,7 @@ import pytest
 
 from backtwice import diagnose
 
+from . import warm
 from .conftest import ROOT
 from .diagnose_markers import (
     CASES,
@@ -48,8 +49,11 @@ def relative(name):
     return str(Path("tests") / "diagnose_cases" / name)
 
 
-def run(command, **kwargs):
-    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, **kwargs)
+def run(command):
+    """`python ARGS` from ROOT (command[0] is sys.executable), in a fork of the warm
+    interpreter (tests/warm.py)."""
+    assert command[0] == sys.executable, command
+    return warm.run(command[1:], ROOT)
 
 
 def run_here(args, plain=False):

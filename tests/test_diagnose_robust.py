@@ -21,6 +21,7 @@ import pytest
 
 from backtwice import diagnose
 
+from . import warm
 from .conftest import ROOT
 
 BACKWARD_TWICE = "Trying to backward through the graph a second time"
@@ -43,10 +44,11 @@ def environment():
 
 
 def run(args, cwd):
-    """Run a command in cwd; stdout and stderr as text."""
-    return subprocess.run(
-        args, cwd=cwd, capture_output=True, text=True, env=environment(), timeout=TIMEOUT
-    )
+    """Run `python ARGS` (args[0] is sys.executable) in cwd; stdout and stderr as text. In a
+    fork of the warm interpreter (tests/warm.py), a new one in a test marked `fresh`: the plain
+    and the diagnosed run of a test both ways alike."""
+    assert args[0] == sys.executable, args
+    return warm.run(args[1:], cwd, environment(), TIMEOUT)
 
 
 def plain(cwd, *args):
@@ -362,6 +364,7 @@ def test_inplace_message_with_float64_default_is_torchs(tmp_path):
     assert "modified by an inplace operation" in first.stderr
 
 
+@pytest.mark.fresh  # torch.compile's first use, and inductor's cache variable, in a new process
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 def test_torch_compile_has_no_false_double_traversal(tmp_path, monkeypatch, backend):
     import torch

@@ -112,7 +112,14 @@ def check_caught(script, report):
     assert [c["line"] for c in report["raised"]["callers"]][:1] == [line_of(script, "called")]
 
 
-@pytest.mark.parametrize("end", sorted(ENDS))
+# Ends that are the process's own (a signal, os._exit, a fork): in new interpreters.
+FRESH_ENDS = {"sigterm", "os-exit", "os-exit-flushed", "fork-then-exit"}
+
+
+@pytest.mark.parametrize(
+    "end",
+    [pytest.param(e, marks=pytest.mark.fresh) if e in FRESH_ENDS else e for e in sorted(ENDS)],
+)
 def test_report_reaches_stderr_however_the_process_ends(tmp_path, end):
     if end == "fork-then-exit" and not hasattr(os, "fork"):
         pytest.skip("no fork here")
@@ -225,6 +232,7 @@ MODULE_MAIN = """
 """
 
 
+@pytest.mark.fresh  # `python -m`'s own start
 def test_dash_m_runs_a_package_module_as_python_does(tmp_path):
     lib = write(tmp_path, "trainer/trainlib.py", TRAIN_LIB)
     write(tmp_path, "trainer/__init__.py", "")
@@ -237,6 +245,7 @@ def test_dash_m_runs_a_package_module_as_python_does(tmp_path):
     assert report["raised"]["file"] == str(lib)
 
 
+@pytest.mark.fresh  # `python -m`'s own start
 def test_dash_m_after_double_dash_and_a_missing_module(tmp_path):
     write(tmp_path, "trainer/__init__.py", "")
     write(tmp_path, "trainer/__main__.py", "import sys\nprint(sys.argv[1:])\n")

@@ -7,7 +7,6 @@ parameter the original trained before the error.
 
 import json
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 
 from backtwice import diagnose
 
+from . import warm
 from .diagnose_markers import CASES, RAISING
 
 PROBE = Path(__file__).with_name("grad_probe.py")
@@ -32,15 +32,16 @@ SAMPLE += [
 
 
 def diagnose_try(folder, script, *flags):
+    """`python diagnose.py FLAGS --json R SCRIPT` in a fork of the warm interpreter
+    (tests/warm.py); each try it makes is a new process, as a reader's is."""
     report = folder / "report.json"
-    command = [sys.executable, diagnose.__file__, *flags, "--json", str(report), script]
-    process = subprocess.run(command, cwd=folder, capture_output=True, text=True, check=False)
+    process = warm.run([diagnose.__file__, *flags, "--json", str(report), script], folder)
     return process, json.loads(report.read_text(encoding="utf-8"))
 
 
 def probe(folder, script):
-    command = [sys.executable, str(PROBE), script]
-    process = subprocess.run(command, cwd=folder, capture_output=True, text=True, check=False)
+    """`python tests/grad_probe.py SCRIPT`, in a fork of the warm interpreter."""
+    process = warm.run([str(PROBE), script], folder)
     return json.loads(process.stdout.splitlines()[-1])
 
 
