@@ -2683,11 +2683,12 @@ def _fix_twice(f):
     """The same loss gone back through twice: one call goes."""
     if f.free_kind == "grad":
         return [
+            _both_differentiable(f),
             _fix_of(
                 [_keyword(f.ffile, f.fline, "retain_graph")],
                 "machine",
                 "Keep the graph for the second call, which goes back through it again.",
-            )
+            ),
         ]
     if f.summed:
         total = f.summed[0]
@@ -2728,13 +2729,8 @@ def _shared(f):
         return []
     if f.sub == "grad":
         word = "create_graph" if f.grads else "retain_graph"
-        why = (
-            "Make both torch.autograd.grad calls' results differentiable: the loss goes back"
-            " through both, and the first call keeps the graph for the second."
-        )
-        both = [_keyword(f.ffile, f.fline, word), _keyword(f.rfile, f.rline, word)]
         return [
-            _fix_of(both, "machine", why) if f.grads and f.raise_kind == "grad" else None,
+            _both_differentiable(f),
             _fix_of(
                 [_keyword(f.ffile, f.fline, word)],
                 "machine",
@@ -2842,6 +2838,18 @@ def _fix_saved(f):
         " their memory until the graph is dropped)."
     )
     return [moved and _fix_of(moved, "machine", why), _fix_of([_retain_first(f)], "machine", keep)]
+
+
+def _both_differentiable(f):
+    """create_graph=True on both autograd.grad calls, where a loss uses the first's result."""
+    if not (f.grads and f.raise_kind == "grad"):
+        return None
+    why = (
+        "Make both torch.autograd.grad calls' results differentiable: the loss goes back"
+        " through both, and the first call keeps the graph for the second."
+    )
+    both = [_keyword(f.ffile, f.fline, "create_graph"), _keyword(f.rfile, f.rline, "create_graph")]
+    return _fix_of(both, "machine", why)
 
 
 def _fix_value(f):
