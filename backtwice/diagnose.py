@@ -3035,11 +3035,13 @@ class _Tracker(_Patches):
         if self.hook is not None:
             self.hook.remove()
 
-    def _stepping(self, optimizer, *_):
+    def _stepping(self, optimizer, args=(), kwargs=None):
         if self.pending is not None:  # a step right after a call: what it trains
             line, fresh = self.pending
             self.by_line.setdefault(line, set()).update(fresh & _held(optimizer))
-        for group in optimizer.param_groups:
+        closure = args[0] if args else (kwargs or {}).get("closure")
+        # A step given a closure (L-BFGS) computes its gradients after this hook: not counted.
+        for group in optimizer.param_groups if closure is None else ():
             for p in group["params"]:
                 self.held[id(p)] = p
                 if id(p) not in self.stepped and p.grad is not None and bool(p.grad.ne(0).any()):

@@ -1,6 +1,7 @@
 """Helpers the scenarios share: graph depth and a count of live saved tensors."""
 
 import os
+import time
 import weakref
 
 import torch
@@ -116,10 +117,24 @@ def two_gloo_ranks(train):
         dist.destroy_process_group()
         os._exit(0)
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    results = mp.get_context("fork").SimpleQueue()
-    mp.start_processes(rank_main, args=(port, results), nprocs=2, start_method="fork")
-    rows = results.get()
-    return [[torch.tensor(v) if isinstance(v, list) else v for v in row] for row in rows]
+    # Two processes forked from a capture's fork now and then wait forever on each other (one
+    # capture in a few dozen here): such a pair is killed after 20 s and started again.
+    for _attempt in range(3):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        results = mp.get_context("fork").SimpleQueue()
+        ranks = mp.start_processes(
+            rank_main, args=(port, results), nprocs=2, start_method="fork", join=False
+        )
+        deadline = time.monotonic() + 20
+        while not ranks.join(timeout=0.5):
+            if time.monotonic() > deadline:
+                for process in ranks.processes:
+                    process.kill()
+                    process.join()
+                break
+        else:
+            rows = results.get()
+            return [[torch.tensor(v) if isinstance(v, list) else v for v in row] for row in rows]
+    raise RuntimeError("two gloo processes did not finish in three tries")
