@@ -69,7 +69,7 @@ def parse_args(argv):
         type=Path,
         default=ROOT / "site",
         metavar="DIR",
-        help="output folder for index.html (default: site/)",
+        help="output folder for index.html, frameworks.html and diagnose.py (default: site/)",
     )
     parser.add_argument(
         "--repro", type=Path, default=ROOT / "repro", metavar="DIR", help=argparse.SUPPRESS
@@ -163,7 +163,7 @@ def check(args, say, child):
             "differs from a fresh capture (diff above); run `python build.py` to update it and commit the result",
         )
     site(finished_pages(snap.load_dir(args.snapshots), repro), repro)  # what a build writes
-    say(f"{path} matches a fresh capture; the page renders")
+    say(f"{path} matches a fresh capture; both pages render")
 
 
 def check_out(out):
