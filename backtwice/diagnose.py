@@ -3039,6 +3039,7 @@ class _Tracker(_Patches):
         if self.pending is not None:  # a step right after a call: what it trains
             line, fresh = self.pending
             self.by_line.setdefault(line, set()).update(fresh & _held(optimizer))
+        args = args[1:] if args and args[0] is optimizer else args  # torch passes self first
         closure = args[0] if args else (kwargs or {}).get("closure")
         # A step given a closure (L-BFGS) computes its gradients after this hook: not counted.
         for group in optimizer.param_groups if closure is None else ():
