@@ -2703,6 +2703,7 @@ def _fix_twice(f):
     if f.again:
         return []
     return [
+        _fix_kept_grads(f),
         _fix_of(
             [_delete(f.rfile, f.rline)],
             "machine",
@@ -2773,6 +2774,31 @@ def _shared(f):
             "Keep the graph at the first call for the second, which goes back through the same pass (adding the losses and calling backward once gives the same gradients).",
         )
     ]
+
+
+def _fix_kept_grads(f):
+    """The second call removed with the zero_grad() calls between the two, which cleared what
+    the first put in `.grad` for a later step (a second optimizer's)."""
+    first, block = _stmt(f.kfile, f.kline)
+    second, other = _stmt(f.rfile, f.rline)
+    if f.kfile != f.rfile or first is None or block is not other or first is second:
+        return None
+    start, end = block.index(first), block.index(second)
+    zeroing = [n for n in block[start + 1 : end] if _call_named(n, "zero_grad")]
+    if start > end or not zeroing:
+        return None
+    edits = [_delete(f.rfile, n.lineno) for n in [*zeroing, second]]
+    why = (
+        "Remove the second call and the zero_grad() between the two: the first call's"
+        " gradients then stay in `.grad` for every optimizer that steps after it."
+    )
+    return _fix_of(edits, "machine", why)
+
+
+def _call_named(statement, name):
+    call = getattr(statement, "value", None)
+    func = getattr(call, "func", None)
+    return isinstance(statement, ast.Expr) and getattr(func, "attr", None) == name
 
 
 def _fix_sum(f):
