@@ -1640,11 +1640,12 @@ class _Explainer:
         if sub in ("rnn", "lstm", "lstm-both") and call and name:
             special = special or bool(_window(call.site, name))
         summed = between[1] if between and between[0] == "summed" else None
+        deep = self._deep(node, frames) if cause == "carried-state" else []
         return dict(
             cause=cause,
             sub=sub or "",
             name=name,
-            kind=holder[1] if holder else None,
+            kind=_kind_seen(holder, deep),
             hfile=hfile,
             hline=holder[3] if holder and holder[1] in ("bank", "slices") else None,
             nfile=filename,
@@ -1671,7 +1672,7 @@ class _Explainer:
             stepped=bool(self.rec.step_hook) and self._stepped_since(freeing.number),
             optimizers=bool(self.rec.steps) or bool(self._optimizers()),
             closest=self._closest(node, frames) if cause == "shared-forward" else None,
-            deep=self._deep(node, frames) if cause == "carried-state" else [],
+            deep=deep,
             root=next((n for n, _, _ in self._root_names(call, frames)), None) if call else None,
         )
 
@@ -2454,14 +2455,32 @@ def _binds_self(filename, line):
     return args is not None and any(a.arg == "self" for a in args.args)
 
 
+def _kind_seen(holder, deep):
+    # The holder's kind; a tuple where the objects hold its items (`model.enc.state[0]`: an
+    # LSTM's (h, c) kept on a module), whatever the line that stores it looks like.
+    if holder is None:
+        return None
+    attr = (holder[0] or "").rsplit(".", 1)[-1]
+    if attr and any(re.search(rf"\.{attr}\[\d+\]$", p) for p in deep):
+        return "tuple"
+    return holder[1]
+
+
 def _deep_paths(f):
-    # The kept tensors found, and the holder's `self.x` on the object that keeps them.
+    # The kept tensors found, and the holder's `self.x` on the object that keeps them; the
+    # items of a tuple kept whole (`x[0]`, `x[1]` of `x`) are `x`.
     paths = list(f.deep)
     if f.name and f.name.startswith("self.") and "." not in f.name[5:] and paths:
         owner = paths[0].rsplit(".", 1)[0]
         if "." in paths[0] and not any(p.endswith("." + f.name[5:]) for p in paths):
             paths.insert(0, owner + "." + f.name[5:])
-    return paths
+    return _whole(paths)
+
+
+def _whole(paths):
+    return [
+        p for p in dict.fromkeys(paths) if not (p.endswith("]") and p.rsplit("[", 1)[0] in paths)
+    ]
 
 
 def _after_update(f, lines):
