@@ -284,8 +284,13 @@ def grad_twice_raises(s):
 
 
 def create_graph_then_backward_runs(s):
-    _runs(s, "grad_penalty_fixed")
-    penalties = f.per_step(s, "grad_penalty_fixed", "penalty")
+    return _penalty_steps(s, "grad_penalty_fixed")
+
+
+def _penalty_steps(s, scenario):
+    # A gradient-penalty loop that runs, and printed a penalty for more than one step.
+    _runs(s, scenario)
+    penalties = f.per_step(s, scenario, "penalty")
     require(len(penalties) > 1, "it printed one step")
     return {"steps": len(penalties)}
 
@@ -468,10 +473,7 @@ def checkpoint_reentrant_grad(s):
 
 
 def checkpoint_nonreentrant_runs(s):
-    _runs(s, "fw_checkpoint_fixed")
-    penalties = f.per_step(s, "fw_checkpoint_fixed", "penalty")
-    require(len(penalties) > 1, "it printed one step")
-    return {"steps": len(penalties)}
+    return _penalty_steps(s, "fw_checkpoint_fixed")
 
 
 def amp_scaled_twice_raises(s):

@@ -5,8 +5,6 @@ open, `-m`, folders), plainly and under the diagnoser (`-m backtwice.diagnose`, 
 entry). The diagnoser tests compare a plain and a diagnosed run both made in forks; this keeps
 the forks honest."""
 
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -108,13 +106,5 @@ def test_a_warm_run_is_what_a_fresh_python_gives(tmp_path, args):
         path.write_text(textwrap.dedent(source).lstrip())
     (tmp_path / "sub").mkdir()
     env = environment()
-    fresh = subprocess.run(
-        [sys.executable, *args],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
-    expected = seen(fresh, tmp_path)
+    expected = seen(warm.fresh(args, tmp_path, env, TIMEOUT), tmp_path)
     assert seen(warm.run(args, tmp_path, env, TIMEOUT), tmp_path) == expected

@@ -160,17 +160,18 @@ def run(args, cwd, env=None, timeout=None):
     env = dict(os.environ if env is None else env)
     key = startup(env)
     if FRESH or key not in SERVERS and len(SERVERS) >= MOST:
-        return subprocess.run(
-            [sys.executable, *args],
-            cwd=cwd,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
+        return fresh(args, cwd, env, timeout)
     if key not in SERVERS:
         SERVERS[key] = Server(env)
     return SERVERS[key].run(args, cwd, env, timeout)
+
+
+def fresh(args, cwd, env, timeout):
+    """`python ARGS` in a new interpreter, what run() stands for."""
+    command = [sys.executable, *args]
+    return subprocess.run(
+        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def close():
