@@ -2798,15 +2798,14 @@ def _shared(f):
 def _fix_kept_grads(f):
     """The second call removed with the zero_grad() calls between the two, which cleared what
     the first put in `.grad` for a later step (a second optimizer's)."""
-    first, block = _stmt(f.kfile, f.kline)
-    second, other = _stmt(f.rfile, f.rline)
-    if f.kfile != f.rfile or first is None or block is not other or first is second:
+    both = _one_block(f)
+    if both is None:
         return None
-    start, end = block.index(first), block.index(second)
-    zeroing = [n for n in block[start + 1 : end] if _call_named(n, "zero_grad")]
-    if start > end or not zeroing:
+    block, start, end = both
+    zeroing = [n for n in block[start + 1 : end] if _called(n, "zero_grad")]
+    if not zeroing:
         return None
-    edits = [_delete(f.rfile, n.lineno) for n in [*zeroing, second]]
+    edits = [_delete(f.rfile, n.lineno) for n in [*zeroing, block[end]]]
     why = (
         "Remove the second call and the zero_grad() between the two: the first call's"
         " gradients then stay in `.grad` for every optimizer that steps after it."
@@ -2814,25 +2813,37 @@ def _fix_kept_grads(f):
     return _fix_of(edits, "machine", why)
 
 
-def _call_named(statement, name):
+def _one_block(f):
+    """(block, index of the freeing call, index of the raising one) where both are statements
+    of one block, the freeing one first; None otherwise."""
+    first, block = _stmt(f.kfile, f.kline)
+    second, other = _stmt(f.rfile, f.rline)
+    if f.kfile != f.rfile or first is None or block is not other or first is second:
+        return None
+    start, end = block.index(first), block.index(second)
+    return None if start > end else (block, start, end)
+
+
+def _called(statement, name):
+    """The call of a statement `x.name(...)`, else None."""
     call = getattr(statement, "value", None)
     func = getattr(call, "func", None)
-    return isinstance(statement, ast.Expr) and getattr(func, "attr", None) == name
+    if isinstance(statement, ast.Expr) and getattr(func, "attr", None) == name:
+        return call
+    return None
 
 
 def _fix_sum(f):
     """One backward call on the sum of both losses, with one step for each optimizer after it:
     where both calls are written in one block and every optimizer stepped between them steps
     again after the second."""
-    first, block = _stmt(f.kfile, f.kline)
-    second, other = _stmt(f.rfile, f.rline)
-    if f.kfile != f.rfile or first is None or block is not other or first is second:
+    both = _one_block(f)
+    calls = both and [_called(both[0][i], "backward") for i in both[1:]]
+    if not both or None in calls:
         return None
-    start, end = block.index(first), block.index(second)
-    calls = [_backward_of(n) for n in (first, second)]
-    if start > end or None in calls:
-        return None
-    steps = {i: _step_of(n) for i, n in enumerate(block) if _step_of(n)}
+    block, start, end = both
+    stepping = {i: _called(n, "step") for i, n in enumerate(block)}
+    steps = {i: _dotted(c.func.value) for i, c in stepping.items() if c and _dotted(c.func.value)}
     between = [i for i in steps if start < i < end]
     after = {steps[i] for i in steps if i > end}
     if not between or any(steps[i] not in after for i in between):
@@ -2849,22 +2860,6 @@ def _fix_sum(f):
         " so one step on the sum replaces the step between the calls."
     )
     return _fix_of(edits, "machine", why)
-
-
-def _backward_of(statement):
-    call = getattr(statement, "value", None)
-    func = getattr(call, "func", None)
-    if isinstance(statement, ast.Expr) and isinstance(func, ast.Attribute):
-        return call if func.attr == "backward" else None
-    return None
-
-
-def _step_of(statement):
-    call = getattr(statement, "value", None)
-    func = getattr(call, "func", None)
-    if isinstance(statement, ast.Expr) and isinstance(func, ast.Attribute) and func.attr == "step":
-        return _dotted(func.value)
-    return None
 
 
 def _fix_saved(f):
@@ -3150,7 +3145,8 @@ class _Tracker(_Patches):
         return _invisible(tracked)
 
     def names(self, frame, tensors=None):
-        """The names of the tensors that got gradients, as the reader's code reaches them."""
+        """The names of the tensors that got gradients (or of `tensors`), as the reader's code
+        reaches them."""
         return _param_names(self.got if tensors is None else tensors, frame, list(self.made))
 
     def finish(self, error, frame):
