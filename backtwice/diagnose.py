@@ -1659,6 +1659,8 @@ class _Explainer:
             kline=freeing.site[0][1],
             sfile=frames[0].f_code.co_filename if frames else None,
             sline=frames[0].f_lineno if frames else None,
+            sframes=[(frame.f_code.co_filename, frame.f_lineno) for frame in frames],
+            cached=_cached_around(call.site) if call else None,
             again=rsite[:1] == fsite[:1],
             free_kind=freeing.kind,
             raise_kind=call.kind if call else None,
@@ -1674,6 +1676,12 @@ class _Explainer:
             closest=self._closest(node, frames) if cause == "shared-forward" else None,
             deep=deep,
             root=next((n for n, _, _ in self._root_names(call, frames)), None) if call else None,
+            graphs={
+                name
+                for frame in frames
+                for name, value in list(frame.f_locals.items())
+                if isinstance(value, torch.Tensor) and value.grad_fn is not None
+            },
         )
 
     def _deep(self, node, frames, limit=3000):
@@ -2247,7 +2255,10 @@ def _insert_after(filename, line, text):
     if n is None:
         return None
     pad = _indent(filename, n.lineno)
-    return _edit(filename, n.end_lineno + 1, n.end_lineno, "".join(pad + t + "\n" for t in text))
+    new = "".join(pad + t + "\n" for t in text)
+    if "".join(linecache.getlines(filename)[n.end_lineno : n.end_lineno + len(text)]) == new:
+        return None  # what follows already does it
+    return _edit(filename, n.end_lineno + 1, n.end_lineno, new)
 
 
 def _insert_before(filename, line, text):
@@ -2286,6 +2297,19 @@ def _detached(filename, node, method="detach()"):
         return _splice(filename, node, "(" + ", ".join(items) + ")")
     text = ast.get_source_segment("".join(linecache.getlines(filename)), node) or ""
     return _splice(filename, node, _with(text, node, method))
+
+
+def _each_detached(filename, nodes):
+    """One edit a line that detaches each of the names (attributes) read on it."""
+    edits = []
+    for line in sorted({n.lineno for n in nodes}):
+        text = linecache.getline(filename, line).encode()
+        for n in sorted((n for n in nodes if n.lineno == line), key=lambda n: -n.col_offset):
+            if n.end_lineno == line:
+                cut = text[n.col_offset : n.end_col_offset]
+                text = text[: n.col_offset] + cut + b".detach()" + text[n.end_col_offset :]
+        edits.append(_edit(filename, line, line, text.decode()))
+    return edits
 
 
 def _with(text, node, method):
@@ -2491,6 +2515,23 @@ def _after_update(f, lines):
     return [_insert_after(f.nfile, f.nline, lines) if names <= written else None]
 
 
+def _after_last_write(f, lines):
+    # After the state's last assignment in the step, where that follows the backward call
+    # (`center = 0.9 * center + 0.1 * out.mean(0)` after the step).
+    tree = _parse(f.rfile)
+    here, loops = _scope(tree, f.rline), _loops(f.rfile, f.rline)
+    later = [
+        n
+        for n in _assignments(f.rfile, f.name)
+        if n.lineno > f.rline
+        and _scope(tree, n.lineno) is here
+        and _loops(f.rfile, n.lineno) == loops
+    ]
+    if not later or not loops or _fresh(later[-1].value):  # `h = h.detach()` already
+        return [None]
+    return [_insert_after(f.rfile, later[-1].lineno, lines)]
+
+
 def _before_forward(f, lines):
     if not f.nfile or not f.nline:
         return [None]
@@ -2518,9 +2559,14 @@ def _fix_state(f):
         found.append(_fix_of(_after_update(f, fresh), "machine", why))
         found.append(_fix_of(_after_raise(f, fresh), "machine", why))
     why = f"Detach `{f.name}` after each backward, if no gradient should cross steps."
+    last = f"Detach `{f.name}` where the step last writes it, if no gradient should cross steps."
     found.append(_fix_of(_after_raise(f, lines), "machine", why))
+    found.append(_fix_of(_after_last_write(f, lines), "machine", last))
     if f.nfile == f.rfile and f.nline and f.nline > f.rline:  # updated after the backward
         found.append(_fix_of(_after_update(f, lines), "machine", why))
+    if not f.again and f.ffile == f.hfile and not _loops(f.ffile, f.fline):  # a warm-up call
+        why = f"Detach `{f.name}` after the call at line {f.fline} too, which freed its graph before the loop."
+        found.append(_fix_of([_insert_after(f.ffile, f.fline, lines)], "machine", why))
     if f.name.startswith("self.") or f.nfile != f.rfile:  # out of the loop's reach
         why = f"Detach `{f.name}` where the next forward pass reads it, if no gradient should flow across steps."
         found.append(_fix_of(_before_forward(f, lines), "machine", why))
@@ -2555,10 +2601,32 @@ def _fix_attr(f):
     """A tensor kept on an object: detach it where it is stored, or compute it again."""
     stores = _assignments(f.hfile, f.name) if f.hfile else []
     edits = [_detached(f.hfile, n.value) for n in stores if not _fresh(n.value)]
+    blocks = [_stmt(f.hfile, n.lineno)[1] for n in stores]
+    tree = _parse(f.hfile) if stores else None
+    tested = {
+        id(c)
+        for n in ast.walk(tree or ast.Module())
+        if isinstance(n, ast.Compare)
+        for c in [n.left, *n.comparators]
+    }
+    reads = [
+        n
+        for n in ast.walk(tree or ast.Module())
+        if isinstance(n, ast.Attribute)
+        and isinstance(n.ctx, ast.Load)
+        and id(n) not in tested  # `x is None` reads no value
+        and _alike(_dotted(n) or "", f.name)
+        and not any(_stmt(f.hfile, n.lineno)[1] is b for b in blocks)
+    ]
+    why = (
+        f"Read `{f.name}` detached where it is used again, apart from where it is stored, if"
+        " that use should not train what computed it (a discriminator's step on a stored fake)."
+    )
     return [
         _fix_of(
             edits, "machine", f"Store `{f.name}` detached, if it is a past value read as data."
         ),
+        _fix_of(_each_detached(f.hfile, reads), "machine", why),
         _fix_of(
             [],
             "manual",
@@ -2570,14 +2638,18 @@ def _fix_attr(f):
 def _fix_built_before(f):
     """A tensor built before the loop: compute it in each step, or take its values."""
     sites = [site for site in f.rsite if site[0] == f.hfile and _loops(*site)]
-    if not f.name or "." in f.name or not sites:
+    if not f.name or "." in f.name:
         return []
+    if not sites:  # steps written out one after the other
+        return _fix_detach_target(f) if f.sub in ("frozen", "target") else []
     body = _loop_body(*sites[-1])
     inner = max(_loops(*sites[-1]))[0]
     made = [n for n in _assignments(f.hfile, f.name) if n.lineno < inner]
     if not made or body is None:
         return []
     n, name = made[-1], f.name
+    # A target is computed again as it was; anything else with what it is computed from.
+    chain = [n] if f.sub in ("frozen", "target") else _built_from(f.hfile, n, f.graphs)
     why = (
         f"Take `{name}`'s values once (`{name}.detach()`): right if it is a target, or if the"
         " weights it comes from should not learn from this loss."
@@ -2586,8 +2658,68 @@ def _fix_built_before(f):
         [_insert_after(f.hfile, n.end_lineno, [f"{name} = {name}.detach()"])], "machine", why
     )
     why = f"Compute `{name}` again in each step, so the weights it comes from keep training through it."
-    again = _fix_of([_copied(f.hfile, [n], body.lineno)], "machine", why)
+    again = _fix_of([_copied(f.hfile, chain, body.lineno)], "machine", why)
     return [detach, again] if f.sub in ("frozen", "target") else [again, detach]
+
+
+def _fix_detach_target(f):
+    made = [n for n in _assignments(f.hfile, f.name) if n.end_lineno < min(f.fline, f.rline)]
+    if not made or f.hfile != f.ffile:
+        return []
+    why = f"Take `{f.name}`'s values once (`{f.name}.detach()`), if it is a target nothing should train through."
+    return [
+        _fix_of(
+            [_insert_after(f.hfile, made[-1].end_lineno, [f"{f.name} = {f.name}.detach()"])],
+            "machine",
+            why,
+        )
+    ]
+
+
+def _built_from(filename, made, graphs):
+    """The statements of made's block, up to made, that compute what it reads among the
+    tensors with a graph (`tau = log_t.exp()` before `scale = 3 * tau`), and made."""
+    _, block = _stmt(filename, made.lineno)
+    chain, needed = [made], {x for x, _ in _names(made.value, ast.Load)} & graphs
+    for n in reversed(block[: block.index(made)] if made in block else []):
+        stores = {x for t in getattr(n, "targets", ()) for x, _ in _names(t, ast.Store)}
+        if isinstance(n, ast.Assign) and stores & needed:
+            chain.insert(0, n)
+            needed = (needed - stores) | ({x for x, _ in _names(n.value, ast.Load)} & graphs)
+    return chain
+
+
+def _fix_property(f):
+    """A tensor an object computes once, in `__init__`, from its own parameters: a property
+    computes it at each use instead (`self.mask = torch.sigmoid(self.logits)`)."""
+    name = f.name or ""
+    stores = _assignments(f.hfile, name) if f.hfile and re.fullmatch(r"\w+(\.\w+)+", name) else []
+    if len(stores) != 1 or stores[0].lineno != stores[0].end_lineno:
+        return None
+    n, tree = stores[0], _parse(f.hfile)
+    init = _scope(tree, n.lineno)
+    if (
+        getattr(init, "name", None) != "__init__"
+        or _dotted(n.targets[0]) != "self." + name.rsplit(".", 1)[1]
+        or _fresh(n.value)
+    ):
+        return None
+    arguments = init.args.posonlyargs + init.args.args + init.args.kwonlyargs
+    local = {a.arg for a in arguments} | {x for x, _ in _names(init, ast.Store)}
+    reads = {x for x, _ in _names(n.value, ast.Load) if x}
+    own = {x for x in reads if x.startswith("self.")}
+    if not own or (reads - own - {"self"}) & local:
+        return None  # it reads nothing of the object's, or what only __init__ has
+    pad = _indent(f.hfile, init.lineno)
+    value = ast.get_source_segment("".join(linecache.getlines(f.hfile)), n.value)
+    attr = name.rsplit(".", 1)[1]
+    text = f"\n{pad}@property\n{pad}def {attr}(self):\n{pad}    return {value}\n"
+    edits = [_delete(f.hfile, n.lineno), _edit(f.hfile, init.end_lineno + 1, init.end_lineno, text)]
+    why = (
+        f"Compute `{name}` in each forward pass, as a property, so the parameters it comes from"
+        " keep training through it."
+    )
+    return _fix_of(edits, "machine", why)
 
 
 def _copied(filename, statements, line):
@@ -2698,6 +2830,115 @@ def _fix_loss_kept(f):
     ]
 
 
+def _fix_total(f):
+    """A running total gone back through: go back through the step's own loss instead, and add
+    that loss's value to the total (`total = total + loss.detach()`)."""
+    statement, _ = _stmt(f.rfile, f.rline)
+    call = _called(statement, "backward")
+    adds = _accumulations(f.rsite[:1], f.name) if f.name else []
+    if call is None or _dotted(call.func.value) != f.name or len(adds) != 1:
+        return []
+    file, value = adds[0]
+    tree = _parse(file)
+    if file != f.rfile or _scope(tree, value.lineno) is not _scope(tree, f.rline):
+        return []
+    if not isinstance(value, ast.Name) or value.lineno == f.rline:
+        return []
+    why = (
+        f"Go back through this step's `{value.id}` and add its value to `{f.name}`, if"
+        f" `{f.name}` is a running total kept to report the loss."
+    )
+    edits = [_detached(file, value), _splice(f.rfile, call.func.value, value.id)]
+    return [_fix_of(edits, "machine", why)]
+
+
+def _fix_accumulator(f):
+    """A sum kept across passes: start it afresh in the function that goes back through it,
+    before the statement that first adds to it there (`self.loss = 0.0` in a closure)."""
+    file, line = f.kfile, f.kline  # the call that goes back, in the helper it may be in
+    tree = _parse(file)
+    scope = _scope(tree, line)
+    adds = {id(value) for at, value in _accumulations([(file, line)], f.name) if at == file}
+    first = next(
+        (n for n in scope.body if n.lineno < line and any(id(m) in adds for m in ast.walk(n))),
+        None,
+    )
+    if first is None or scope is tree:
+        return []
+    starts = [n for n in _assignments(file, f.name) if isinstance(n.value, ast.Constant)]
+    text = (
+        ast.get_source_segment("".join(linecache.getlines(file)), starts[0].value)
+        if starts
+        else "0"
+    )
+    why = f"Start `{f.name}` afresh in each pass, before it is added to, so it holds this pass's losses only."
+    return [_fix_of([_insert_before(file, first.lineno, [f"{f.name} = {text}"])], "machine", why)]
+
+
+def _fix_closure(f):
+    """A closure (L-BFGS's) goes back through a loss built outside it, once per call: it
+    computes the loss itself, from the statements that build it."""
+    statement, _ = _stmt(f.kfile, f.kline)
+    call = _called(statement, "backward")
+    name = call and _dotted(call.func.value)
+    tree = _parse(f.kfile)
+    closure = _scope(tree, f.kline)
+    if not name or closure is tree or _assignments_in(closure, name):
+        return None
+    outer = _scope(tree, closure.lineno)
+    made = [
+        n
+        for n in _assignments(f.kfile, name)
+        if n.lineno < closure.lineno and _scope(tree, n.lineno) is outer
+    ]
+    if not made:
+        return None
+    chain = _built_from(f.kfile, made[-1], f.graphs)
+    why = f"Compute `{name}` inside the closure, so each call of it goes back through a pass of its own."
+    return _fix_of([_copied(f.kfile, chain, closure.body[0].lineno)], "machine", why)
+
+
+def _assignments_in(scope, name):
+    return [
+        n
+        for n in ast.walk(scope)
+        if isinstance(n, ast.Assign) and any(_dotted(t) == name for t in n.targets)
+    ]
+
+
+def _fix_split_loop(f):
+    """The same loss gone back through once per pass of a loop over optimizers: go back once,
+    before the loop, and keep the rest of the loop (zero_grad before, the steps after)."""
+    statement, block = _stmt(f.kfile, f.kline)
+    loops = [
+        n
+        for n in ast.walk(_parse(f.kfile))
+        if isinstance(n, ast.For) and n.body is block and not n.orelse
+    ]
+    call = _called(statement, "backward")
+    name = call and _dotted(call.func.value) or ""
+    root = name.split(".")[0]
+    if not loops or not call or root in {x for x, _ in _names(loops[0].target, ast.Store)}:
+        return None
+    loop, at = loops[0], block.index(statement)
+    if _assignments_in(loop, name):
+        return None
+    lines = linecache.getlines(f.kfile)
+    pad, inner = _indent(f.kfile, loop.lineno), _indent(f.kfile, statement.lineno)
+    head = "".join(lines[loop.lineno - 1 : loop.body[0].lineno - 1])
+
+    def part(statements):
+        text = "".join("".join(lines[n.lineno - 1 : n.end_lineno]) for n in statements)
+        return head + text if statements else ""
+
+    once = "".join(
+        pad + t[len(inner) :] for t in lines[statement.lineno - 1 : statement.end_lineno]
+    )
+    new = part(block[:at]) + once + part(block[at + 1 :])
+    why = "Go back through the loss once, before the loop over the optimizers; each still steps in it."
+    return _fix_of([_edit(f.kfile, loop.lineno, loop.end_lineno, new)], "machine", why)
+
+
 def _fix_twice(f):
     """The same loss gone back through twice: one call goes."""
     if f.free_kind == "grad":
@@ -2720,7 +2961,7 @@ def _fix_twice(f):
             )
         ]
     if f.again:
-        return []
+        return [_fix_closure(f), _fix_split_loop(f)]
     return [
         _fix_kept_grads(f),
         _fix_of(
@@ -2739,7 +2980,7 @@ def _fix_twice(f):
 def _fix_shared(f):
     """Two losses on one forward pass: the sum of both first, where one optimizer steps both."""
     found = _shared(f)
-    return [_fix_sum(f), *found] if f.sub != "grad" else found
+    return [_fix_sum(f), _fix_sum_calls(f), *found] if f.sub != "grad" else found
 
 
 def _shared(f):
@@ -2862,16 +3103,62 @@ def _fix_sum(f):
     return _fix_of(edits, "machine", why)
 
 
+def _fix_sum_calls(f):
+    """One call of the helper that goes back and steps, on the sum of both losses: where the
+    two calls are statements of one block, `update(a)` then `update(b)`, each given the loss
+    alone (so one optimizer, the helper's, steps for both)."""
+    first, block = _stmt(f.ffile, f.fline)
+    second, other = _stmt(f.rfile, f.rline)
+    helper = _scope(_parse(f.kfile), f.kline)  # the function the calls go back in
+    steps = any(_called(n, "step") for n in ast.walk(helper) if isinstance(n, ast.stmt))
+    if f.ffile != f.rfile or block is not other or first is second or not steps:
+        return None
+    between = block[block.index(first) + 1 : block.index(second)]
+    if block.index(first) > block.index(second) or any(_called(n, "step") for n in between):
+        return None  # a step of the caller's own between them: an optimizer of its own
+    calls = [_called_alone(n) for n in (first, second)]
+    named = {_dotted(c.func).rsplit(".", 1)[-1] for c in calls if c is not None}
+    if None in calls or _dotted(calls[0].func) != _dotted(calls[1].func):
+        return None
+    if named != {getattr(helper, "name", None)}:
+        return None  # not a call of the function that goes back
+    source = "".join(linecache.getlines(f.rfile))
+    a, b = (ast.get_source_segment(source, c.args[0]) for c in calls)
+    edits = [_delete(f.rfile, first.lineno), _splice(f.rfile, calls[1].args[0], f"{a} + {b}")]
+    why = (
+        f"Call `{_dotted(calls[0].func)}` once, on the sum of both losses: its step then"
+        " trains what both reach, from one backward through the shared pass."
+    )
+    return _fix_of(edits, "machine", why)
+
+
+def _called_alone(statement):
+    """The call of a statement `name(x)` (one argument, no keywords), else None."""
+    call = getattr(statement, "value", None)
+    if not isinstance(statement, ast.Expr) or not isinstance(call, ast.Call):
+        return None
+    alone = len(call.args) == 1 and not call.keywords and _dotted(call.func) is not None
+    return call if alone else None
+
+
 def _fix_saved(f):
     """Saved tensors read after the call that freed them: read them before it, or keep them."""
     moved = None
-    read, block = _stmt(f.sfile, f.sline) if f.sfile == f.kfile else (None, None)
     call, other = _stmt(f.kfile, f.kline)
-    if read is not None and block is other and block.index(call) < block.index(read):
+    # The statement of the call's block that reads them, itself or through a helper it calls.
+    reads = [
+        n
+        for file, line in f.sframes
+        if file == f.kfile
+        for n in other or ()
+        if n.lineno <= line <= n.end_lineno
+    ]
+    read, block = (reads[0], other) if reads else (None, None)
+    if read is not None and block.index(call) < block.index(read):
         between = block[block.index(call) + 1 : block.index(read)]
         stored = {x for n in between for t in ast.walk(n) for x, _ in _names(t, ast.Store)}
         if not stored & {x for x, _ in _names(read, ast.Load)}:
-            moved = [_copied(f.kfile, [read], call.lineno), _delete(f.sfile, read.lineno)]
+            moved = [_copied(f.kfile, [read], call.lineno), _delete(f.kfile, read.lineno)]
     why = "Read the saved tensors before the call that frees them."
     keep = (
         "Keep the graph at the call that freed them, if you must read them after it (it holds"
@@ -2895,12 +3182,14 @@ def _both_differentiable(f):
 def _fix_value(f):
     """The second loss reaches the stepped pass through a value: detach it, or compute it again."""
     name, file, line, alone = f.between[1]
-    nodes = [
+    made = [n for n in _assignments(file, name) if n.lineno < line]
+    loads = [
         n
         for n in ast.walk(_parse(file))
-        if isinstance(n, ast.Name) and n.id == name and n.lineno == line
+        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
     ]
-    made = [n for n in _assignments(file, name) if n.lineno < line]
+    after = f.fline if f.ffile == file else line  # read after the step, on the way there
+    nodes = [n for n in loads if n.lineno == line] or [n for n in loads if after < n.lineno < line]
     why = (
         f"Compute `{name}` again after the step, if the second loss should train"
         " through the pass the step changed (a generator's loss through the discriminator)."
@@ -2968,6 +3257,22 @@ def _fix_detach_input(f):
     return _fix_of([_detached(f.ffile, n) for n in loads], "machine", why)
 
 
+def _fix_cached(f):
+    """`parametrize.cached()` entered around the loop: enter it in each step instead."""
+    file, line, _ = f.cached
+    with_ = next(n for n in ast.walk(_parse(file)) if isinstance(n, ast.With) and n.lineno == line)
+    loop = with_.body[0]
+    if len(with_.body) != 1 or not isinstance(loop, LOOPS) or loop.orelse:
+        return []
+    lines = linecache.getlines(file)
+    pad, inner = _indent(file, with_.lineno), _indent(file, loop.lineno)
+    head = [pad + t[len(inner) :] for t in lines[loop.lineno - 1 : loop.body[0].lineno - 1]]
+    enter = lines[with_.lineno - 1][len(pad) :]
+    new = "".join(head) + inner + enter + "".join(lines[loop.body[0].lineno - 1 : loop.end_lineno])
+    why = "Enter the cache in each step, so each step computes the weight again, from the weights as they are."
+    return [_fix_of([_edit(file, with_.lineno, loop.end_lineno, new)], "machine", why)]
+
+
 def _fix_reentrant(files):
     """A reentrant checkpoint frees its inner graph whatever the outer call's retain_graph."""
     edits = []
@@ -3004,6 +3309,8 @@ _FIXES = {
     "carried-state/slices": _fix_state,
     "carried-state/ema": _fix_ema,
     "carried-state/loss": _fix_loss_kept,
+    "carried-state/total": _fix_total,
+    "carried-state/accumulator": _fix_accumulator,
     "same-loss-twice": _fix_twice,
     "shared-forward": _fix_shared,
     "saved-read": _fix_saved,
@@ -3014,10 +3321,16 @@ def _candidates(f):
     """The fixes to offer, machine-applicable first, in the order the run's facts favour."""
     rule = _FIXES.get(f"{f.cause}/{f.sub}") or _FIXES.get(f.cause)
     found = []
+    if f.cached:
+        with contextlib.suppress(Exception):
+            found += _fix_cached(f)
     for kind in (rule, _fix_deep if f.deep else None):
         if kind is not None and not f.special:
             with contextlib.suppress(Exception):  # a fix that cannot be written is not offered
                 found += [x for x in kind(f) if x is not None]
+    if f.cause == "carried-state" and f.sub not in ("frozen", "target") and not f.special:
+        with contextlib.suppress(Exception):
+            found[:0] = [x for x in [_fix_property(f)] if x is not None]
     seen, unique = set(), []
     for fix in found:
         key = json.dumps(fix["edits"], sort_keys=True)
@@ -3388,6 +3701,19 @@ def _try_all(report, argv, tracker, shown, say):
     budget = TRY_BASE + TRY_FACTOR * (time.monotonic() - _STARTED)
     for fix in machine:
         fix["tried"] = _try_one(fix, argv, budget, baseline)
+    _smallest_first(report["fixes"])
+
+
+def _smallest_first(fixes):
+    """A passing fix whose edits are some of another passing fix's goes before it: what the
+    other adds was not needed (a retain_graph=True beside the detach that was enough)."""
+    edits = [{json.dumps(e, sort_keys=True) for e in fix["edits"]} for fix in fixes]
+    passed = [i for i, fix in enumerate(fixes) if fix["tried"]["outcome"] == "passed"]
+    for small in passed:
+        bigger = [i for i in passed if i < small and edits[small] < edits[i]]
+        if bigger:
+            fixes.insert(bigger[0], fixes.pop(small))
+            edits.insert(bigger[0], edits.pop(small))
 
 
 def format_report(report):

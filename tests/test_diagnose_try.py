@@ -29,6 +29,9 @@ SAMPLE += [
     "multitask_retain_step.py",
     "saved_attr.py",
 ]
+# And edits that move or rewrite code: a tensor an object computes once in __init__ becomes a
+# property, a loss built outside an L-BFGS closure is computed in it too.
+SAMPLE += ["mask_in_init.py", "lbfgs_closure.py"]
 
 
 def diagnose_try(folder, script, *flags):
@@ -142,6 +145,34 @@ def test_without_try_the_report_offers_the_command_and_marks_fixes_not_tried(tmp
     last = process.stderr.rstrip().splitlines()[-1]
     assert last.endswith("python -m backtwice.diagnose --try lstm.py")
     assert "+    state = tuple(s.detach() for s in state)" in process.stderr
+
+
+def test_a_passing_fix_goes_before_one_that_passed_with_an_edit_more():
+    def fix(lines, outcome="passed"):
+        edits = [{"file": "t.py", "start": n, "end": n, "new": "x\n"} for n in lines]
+        return {"edits": edits, "tried": {"outcome": outcome}, "name": lines}
+
+    fixes = [fix([3, 7]), fix([3], "raised"), fix([9]), fix([7]), fix([3, 7, 9])]
+    diagnose._smallest_first(fixes)
+    assert [f["name"] for f in fixes] == [[7], [3, 7], [3], [9], [3, 7, 9]]
+
+
+def test_each_read_detached_in_one_edit_a_line(tmp_path):
+    import ast
+
+    path = tmp_path / "m.py"
+    path.write_text("a = self.c[i] @ self.c.t()\nb = (self.c,)\n", encoding="utf-8")
+    nodes = [
+        n
+        for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(n, ast.Attribute) and n.attr == "c"
+    ]
+    edits = diagnose._each_detached(str(path), nodes)
+    assert [e["new"] for e in edits] == [
+        "a = self.c.detach()[i] @ self.c.detach().t()\n",
+        "b = (self.c.detach(),)\n",
+    ]
+    assert [(e["start"], e["end"]) for e in edits] == [(1, 1), (2, 2)]
 
 
 def test_no_function_of_the_diagnoser_is_longer_than_80_lines():
