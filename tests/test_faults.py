@@ -518,11 +518,13 @@ def test_detached_processes_end_with_their_scenario_and_the_capture_finishes(tmp
 # Snapshots a recapture would replace -------------------------------------------------------
 
 
-def test_a_newer_schema_is_never_overwritten(snapshots_copy, snapshot_data, site):
+def test_a_newer_schema_is_never_overwritten(tmp_path, snapshots_copy, snapshot_data, site):
     folder, path = snapshots_copy
     doctor_file(path, snapshot_data, lambda d: d.update(schema=999))
     before = path.read_bytes()
-    line = one_line(build("--snapshots", folder, "--out", site), EXIT_INPUT)
+    # The build stops on the file once its capture is done, whatever it captured: one scenario.
+    repro = one_scenario(tmp_path, "print('plain', 1)\n")
+    line = one_line(build("--repro", repro, "--snapshots", folder, "--out", site), EXIT_INPUT)
     assert line == (
         f"error: {path}: was written by a newer build of this project (schema 999; this build "
         f"reads schema {snap.SCHEMA}); update this checkout, or capture into another folder "
