@@ -5,6 +5,8 @@ import importlib.metadata
 import json
 import os
 import shutil
+import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -64,16 +66,49 @@ ONE_BY_ONE = {
 }
 
 
+# Tests that read one costly run made once (a fixture that runs build.py, a capture of every
+# scenario), by fixture name: xdist hands each group to one worker as a unit, so the run is
+# made once, not once on each worker. Every test that uses such a fixture is listed here
+# (pytest_collection_modifyitems checks).
+TOGETHER = {
+    "checked": (
+        "test_cli::test_check_prints_a_diff_and_writes_nothing",
+        "test_reuse::test_check_runs_every_case_and_catches_a_tampered_record",
+    ),
+    "rebuilt": (
+        "test_cli::test_build_then_rebuild_leaves_snapshot_untouched",
+        "test_cli::test_the_page_rendered_while_torch_imports_is_used_only_when_the_capture_matches",
+    ),
+    "first_capture": (
+        "test_versions::test_python_option_gives_the_same_snapshot",
+        "test_versions::test_new_torch_capture_prints_drift_against_the_newest_other",
+    ),
+}
+
+
+def _test_name(nodeid):
+    """'tests/test_cli.py::test_x[param]' -> 'test_cli::test_x'."""
+    module, _, name = nodeid.partition("::")
+    return f"{Path(module).stem}::{name.split('[', 1)[0]}"
+
+
+GROUP = {name: fixture for fixture, names in TOGETHER.items() for name in names}
+
+
 def pytest_xdist_make_scheduler(config, log):
     """--dist loadfile (pyproject.toml's addopts), with the tests of ONE_BY_ONE's modules each
-    a unit of their own. Not loadgroup with xdist_group marks: with pytest 9.2 and xdist 3.8
-    they group nothing (pytest-dev/pytest-xdist#1386, docs/testing.md)."""
+    a unit of their own and TOGETHER's groups a unit each. Not loadgroup with xdist_group
+    marks: with pytest 9.2 and xdist 3.8 they group nothing (pytest-dev/pytest-xdist#1386,
+    docs/testing.md)."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
     class Scheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid):
+            group = GROUP.get(_test_name(nodeid))
+            if group:
+                return f"together::{group}"
             module = nodeid.split("::", 1)[0]
             return nodeid if Path(module).stem in ONE_BY_ONE else module
 
@@ -81,8 +116,16 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 def pytest_collection_modifyitems(items):
-    """Mark each test with its layer."""
+    """Mark each test with its layer; stop if a test reads a TOGETHER fixture unlisted there."""
     for item in items:
+        for fixture in TOGETHER:
+            listed = GROUP.get(_test_name(item.nodeid)) == fixture
+            if (fixture in getattr(item, "fixturenames", ())) != listed:
+                raise pytest.UsageError(
+                    f"{item.nodeid}: uses the fixture {fixture!r} but is not listed under it in "
+                    "tests/conftest.py's TOGETHER, or is listed but does not use it; list the "
+                    "tests that use it there, so that xdist runs them on one worker"
+                )
         module = item.path.stem
         if module in BROWSER:
             item.add_marker(pytest.mark.browser)
@@ -163,6 +206,51 @@ def doctor_file(path, snapshot_data, change):
     text = json.dumps(data)
     path.write_text(text, encoding="utf-8")
     return text
+
+
+def tamper_a_fix(data):
+    """Rewrite the fix of the first diagnoser case (by name) that has one; return its name."""
+    name = sorted(name for name, run in data["cases"].items() if run["report"]["fix"])[0]
+    data["cases"][name]["report"]["fix"] = "Tampered with."
+    return name
+
+
+@dataclass(frozen=True)
+class Checked:
+    """`build.py --check` on a changed copy of the committed snapshot."""
+
+    result: subprocess.CompletedProcess
+    path: Path
+    """The changed snapshot, in a folder of its own."""
+    before: str
+    """Its text before the check."""
+    out: Path
+    """The --out folder given."""
+    line: int
+    """The line c1_backward_twice raises at in the committed snapshot (5 in the copy)."""
+
+
+@pytest.fixture(scope="session")
+def checked(tmp_path_factory, snapshot_data):
+    """`build.py --check` (every scenario and every case captured afresh) on a copy of the
+    committed snapshot where c1_backward_twice raised at line 5 and one case's fix reads
+    "Tampered with.": run once, for the tests in TOGETHER["checked"], each of which reads the
+    part of the diff it is about."""
+    from .test_cli import build
+
+    folder = tmp_path_factory.mktemp("checked") / "snapshots"
+    folder.mkdir()
+    path = folder / committed_path().name
+
+    def change(data):
+        data["scenarios"]["c1_backward_twice"]["raised"]["line"] = 5
+        tamper_a_fix(data)
+
+    before = doctor_file(path, snapshot_data, change)
+    out = folder.parent / "site"
+    result = build("--check", "--snapshots", folder, "--out", out)
+    line = snapshot_data["scenarios"]["c1_backward_twice"]["raised"]["line"]
+    return Checked(result, path, before, out, line)
 
 
 @pytest.fixture(scope="session")

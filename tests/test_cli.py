@@ -1,7 +1,12 @@
 """build.py's command line: modes, messages and exit codes, run as a user would."""
 
+import json
 import subprocess
 import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
 
 from backtwice import capture, manifest
 from backtwice import snapshot as snap
@@ -163,34 +168,106 @@ def test_check_passes_on_the_committed_snapshot_from_any_folder(tmp_path):
     assert f"{committed_path()} matches a fresh capture" in result.stdout
 
 
-def test_check_prints_a_diff_and_writes_nothing(tmp_path, snapshots_copy, snapshot_data):
-    folder, path = snapshots_copy
-
-    def change(data):
-        data["scenarios"]["c1_backward_twice"]["raised"]["line"] = 5
-
-    before = doctor_file(path, snapshot_data, change)
-    result = build("--check", "--snapshots", folder, "--out", tmp_path / "site")
+def test_check_prints_a_diff_and_writes_nothing(checked):
+    # `checked` (conftest.py): --check on a copy where c1_backward_twice raised at line 5.
+    result, path = checked.result, checked.path
     assert result.returncode == EXIT_CHECK
-    line = snapshot_data["scenarios"]["c1_backward_twice"]["raised"]["line"]
-    assert f'-        "line": 5,\n+        "line": {line},' in result.stdout
+    assert f'-        "line": 5,\n+        "line": {checked.line},' in result.stdout
     assert result.stderr == (
         f"error: {path}: differs from a fresh capture (diff above); "
         "run `python build.py` to update it and commit the result\n"
     )
-    assert path.read_text(encoding="utf-8") == before
-    assert not (tmp_path / "site").exists()
+    assert path.read_text(encoding="utf-8") == checked.before
+    assert not checked.out.exists()
 
 
-def test_build_then_rebuild_leaves_snapshot_untouched(tmp_path, snapshots_copy):
-    folder, path = snapshots_copy
-    first = build("--snapshots", folder, "--out", tmp_path / "site")
+@dataclass(frozen=True)
+class Rebuilt:
+    """Three builds on one snapshot folder; see `rebuilt`."""
+
+    path: Path
+    """The snapshot."""
+    first: subprocess.CompletedProcess
+    """A build on a copy of the committed snapshot."""
+    first_mtimes: tuple[int, int]
+    """The snapshot's mtime before and after it."""
+    doctored: bytes
+    """The page --render-only rendered from the doctored snapshot."""
+    changed: subprocess.CompletedProcess
+    """The build on the doctored snapshot, which the capture differs from."""
+    changed_page: bytes
+    """The page it wrote."""
+    rebuild: subprocess.CompletedProcess
+    """The build after it, on the snapshot it wrote."""
+    rebuild_mtimes: tuple[int, int]
+    """The snapshot's mtime before and after it."""
+    rebuild_page: bytes
+    """The page it wrote."""
+    again: bytes
+    """The page --render-only rendered after it."""
+
+
+def mtime(path):
+    return path.stat().st_mtime_ns
+
+
+@pytest.fixture(scope="module")
+def rebuilt(tmp_path_factory, snapshot_data):
+    """Builds made once for the tests in conftest.py's TOGETHER["rebuilt"], on one folder: a
+    build on a copy of the committed snapshot; then, with a printed loss of c1_fixed doctored
+    in that snapshot, the page --render-only renders from it, a build (its capture differs:
+    it writes the snapshot and renders the page again), a rebuild (nothing differs: the page
+    rendered while torch imports is written) and --render-only once more."""
+    tmp_path = tmp_path_factory.mktemp("rebuilt")
+    folder = tmp_path / "snapshots"
+    folder.mkdir()
+    path = folder / committed_path().name
+    path.write_text(snap.dumps(snap.parse(json.dumps(snapshot_data), path)), encoding="utf-8")
+    before = mtime(path)
+    first = build("--snapshots", folder, "--out", tmp_path / "first-site")
+    first_mtimes = (before, mtime(path))
+
+    def change(data):
+        printed = data["scenarios"]["c1_fixed"]["outputs"][0]
+        printed["text"] = printed["text"] + "1"
+
+    doctor_file(path, snapshot_data, change)
+
+    def render(name):
+        done = build("--render-only", "--snapshots", folder, "--out", tmp_path / name)
+        assert done.returncode == 0, done.stderr
+        return (tmp_path / name / "index.html").read_bytes()
+
+    doctored = render("doctored")
+    changed = build("--snapshots", folder, "--out", tmp_path / "site")
+    changed_page = (tmp_path / "site" / "index.html").read_bytes()
+    before = mtime(path)
+    rebuild = build("--snapshots", folder, "--out", tmp_path / "site")
+    rebuild_mtimes = (before, mtime(path))
+    rebuild_page = (tmp_path / "site" / "index.html").read_bytes()
+    return Rebuilt(
+        path,
+        first,
+        first_mtimes,
+        doctored,
+        changed,
+        changed_page,
+        rebuild,
+        rebuild_mtimes,
+        rebuild_page,
+        render("again"),
+    )
+
+
+def test_build_then_rebuild_leaves_snapshot_untouched(rebuilt):
+    first, second, path = rebuilt.first, rebuilt.rebuild, rebuilt.path
     assert first.returncode == 0, first.stderr
     assert first.stdout.splitlines()[1] == f"unchanged: {path}"
-    mtime = path.stat().st_mtime_ns
-    second = build("--snapshots", folder, "--out", tmp_path / "site")
+    assert rebuilt.first_mtimes[0] == rebuilt.first_mtimes[1]
+    # The rebuild, after a build that wrote the snapshot (rebuilt's second build).
     assert second.returncode == 0
-    assert path.stat().st_mtime_ns == mtime
+    assert second.stdout.splitlines()[1] == f"unchanged: {path}"
+    assert rebuilt.rebuild_mtimes[0] == rebuilt.rebuild_mtimes[1]
     jobs = len(manifest.load_manifest(REPRO)) + len(
         capture.loop_jobs(manifest.load_loop_builder(REPRO), REPRO)
     )
@@ -201,37 +278,19 @@ def test_build_then_rebuild_leaves_snapshot_untouched(tmp_path, snapshots_copy):
     )
 
 
-def test_the_page_rendered_while_torch_imports_is_used_only_when_the_capture_matches(
-    tmp_path, snapshots_copy, snapshot_data
-):
+def test_the_page_rendered_while_torch_imports_is_used_only_when_the_capture_matches(rebuilt):
     # The build renders the page from the snapshots as they are while torch imports. Here the
     # capture differs (a doctored printed loss): the page is rendered again, from the fresh
     # capture. Then nothing differs: the page rendered ahead is written, the same bytes.
-    folder, path = snapshots_copy
-
-    def change(data):
-        printed = data["scenarios"]["c1_fixed"]["outputs"][0]
-        printed["text"] = printed["text"] + "1"
-
-    doctor_file(path, snapshot_data, change)
-    assert (
-        build("--render-only", "--snapshots", folder, "--out", tmp_path / "doctored").returncode
-        == 0
-    )
-    first = build("--snapshots", folder, "--out", tmp_path / "site")
+    first, second, page = rebuilt.changed, rebuilt.rebuild, rebuilt.changed_page
     assert first.returncode == 0, first.stderr
-    page = (tmp_path / "site" / "index.html").read_bytes()
     assert "rendered while torch was imported" not in first.stdout
-    assert page != (tmp_path / "doctored" / "index.html").read_bytes()
-    second = build("--snapshots", folder, "--out", tmp_path / "site")
+    assert page != rebuilt.doctored
     assert second.returncode == 0, second.stderr
     assert "index.html (" in second.stdout
     assert ", rendered while torch was imported\n" in second.stdout
-    assert (tmp_path / "site" / "index.html").read_bytes() == page
-    assert (
-        build("--render-only", "--snapshots", folder, "--out", tmp_path / "again").returncode == 0
-    )
-    assert (tmp_path / "again" / "index.html").read_bytes() == page
+    assert rebuilt.rebuild_page == page
+    assert rebuilt.again == page
 
 
 def test_hanging_scenario_writes_nothing(tmp_path, snapshots_copy):

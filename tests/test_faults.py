@@ -144,6 +144,9 @@ def test_a_claim_broken_by_the_capture_writes_nothing_and_names_the_change(
 ):
     folder, path = snapshots_copy
     before = path.read_bytes()
+    # Without the diagnoser's cases, which a changed repro/ file would all run again: the claim
+    # is of a scenario, and the build stops on it the same way.
+    shutil.rmtree(repro_copy.parent / manifest.CASES)
     scenario = repro_copy / "c1_backward_twice.py"
     lines = scenario.read_text(encoding="utf-8").splitlines()
     calls = [i for i, line in enumerate(lines) if line.strip() == "loss.backward()"]
@@ -518,11 +521,13 @@ def test_detached_processes_end_with_their_scenario_and_the_capture_finishes(tmp
 # Snapshots a recapture would replace -------------------------------------------------------
 
 
-def test_a_newer_schema_is_never_overwritten(snapshots_copy, snapshot_data, site):
+def test_a_newer_schema_is_never_overwritten(tmp_path, snapshots_copy, snapshot_data, site):
     folder, path = snapshots_copy
     doctor_file(path, snapshot_data, lambda d: d.update(schema=999))
     before = path.read_bytes()
-    line = one_line(build("--snapshots", folder, "--out", site), EXIT_INPUT)
+    # The build stops on the file once its capture is done, whatever it captured: one scenario.
+    repro = one_scenario(tmp_path, "print('plain', 1)\n")
+    line = one_line(build("--repro", repro, "--snapshots", folder, "--out", site), EXIT_INPUT)
     assert line == (
         f"error: {path}: was written by a newer build of this project (schema 999; this build "
         f"reads schema {snap.SCHEMA}); update this checkout, or capture into another folder "

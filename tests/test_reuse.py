@@ -19,7 +19,7 @@ from backtwice import manifest, reuse
 from backtwice import snapshot as snap
 from backtwice.errors import EXIT_CHECK
 
-from .conftest import REPRO, ROOT, committed_path
+from .conftest import REPRO, ROOT, committed_path, tamper_a_fix
 from .test_cli import build
 
 RAN = "BACKTWICE_TEST_RAN"  # the file each case notes its name in when it runs
@@ -315,8 +315,7 @@ def tampered(snapshots_copy, snapshot_data):
     """The committed snapshot with one case's fix rewritten: (folder, path, case name, text)."""
     folder, path = snapshots_copy
     data = copy.deepcopy(snapshot_data)
-    name = sorted(name for name, run in data["cases"].items() if run["report"]["fix"])[0]
-    data["cases"][name]["report"]["fix"] = "Tampered with."
+    name = tamper_a_fix(data)
     path.write_text(snap.dumps(snap.parse(json.dumps(data), path)), encoding="utf-8")
     return folder, path, name, path.read_bytes()
 
@@ -328,7 +327,7 @@ def _counts():
     return jobs, len(manifest.load(REPRO).cases)
 
 
-def test_check_runs_every_case_and_catches_a_tampered_record(tampered, tmp_path):
+def test_check_runs_every_case_and_catches_a_tampered_record(tampered, tmp_path, checked):
     folder, path, name, before = tampered
     jobs, cases = _counts()
     # A build, here with --python, trusts it: nothing the record depends on changed.
@@ -338,17 +337,19 @@ def test_check_runs_every_case_and_catches_a_tampered_record(tampered, tmp_path)
         f"ran {jobs} scenarios and loops and 0 of {cases} diagnoser cases ({cases} reused"
     )
     assert path.read_bytes() == before
-    result = build("--check", "--snapshots", folder, "--out", tmp_path / "site")
+    # --check does not: `checked` (conftest.py) ran it on a copy with the same case's fix
+    # tampered with (and one scenario's line moved, which test_cli.py reads).
+    result = checked.result
     assert result.returncode == EXIT_CHECK, result.stdout + result.stderr
     assert result.stdout.startswith(
         f"ran {jobs} scenarios and loops and {cases} diagnoser cases in "
     )
     assert '-        "fix": "Tampered with.",\n' in result.stdout
     assert result.stderr == (
-        f"error: {path}: differs from a fresh capture (diff above); "
+        f"error: {checked.path}: differs from a fresh capture (diff above); "
         "run `python build.py` to update it and commit the result\n"
     )
-    assert path.read_bytes() == before
+    assert checked.path.read_text(encoding="utf-8") == checked.before
 
 
 def test_recapture_runs_every_case_and_puts_back_a_tampered_record(tampered, tmp_path):

@@ -181,14 +181,33 @@ def venv_python(tmp_path_factory):
     return python
 
 
-def test_python_option_gives_the_same_snapshot(tmp_path, venv_python, snapshot_data):
+@pytest.fixture(scope="module")
+def first_capture(tmp_path_factory, snapshot_data):
+    """A plain build (no --python) into a folder that holds only an older torch's snapshot
+    (older()): this torch's first capture there, every scenario and every case run (it finds
+    no record of this torch to reuse). Made once, for the tests in conftest.py's
+    TOGETHER["first_capture"]: (the completed build, the snapshot folder, the --out folder)."""
+    tmp_path = tmp_path_factory.mktemp("first-capture")
+    folder = tmp_path / "snapshots"
+    folder.mkdir()
+    (folder / "torch-2.9.1.json").write_text(json.dumps(older(snapshot_data)), encoding="utf-8")
+    result = build("--snapshots", folder, "--out", tmp_path / "site")
+    return result, folder, tmp_path / "site"
+
+
+def test_python_option_gives_the_same_snapshot(tmp_path, venv_python, snapshot_data, first_capture):
     snapshots = {}
-    for name, extra in (("plain", []), ("other", ["--python", venv_python])):
-        folder = tmp_path / name
-        result = build("--snapshots", folder, "--out", tmp_path / f"{name}-site", *extra)
-        assert result.returncode == 0, result.stderr
-        (path,) = folder.glob("torch-*.json")
-        snapshots[name] = path.read_bytes()
+    # The plain capture is first_capture's, which takes nothing from the older snapshot beside it.
+    result, folder, _ = first_capture
+    assert result.returncode == 0, result.stderr
+    snapshots["plain"] = (
+        folder / snap.file_name(snapshot_data["environment"]["torch"])
+    ).read_bytes()
+    folder = tmp_path / "other"
+    result = build("--snapshots", folder, "--out", tmp_path / "other-site", "--python", venv_python)
+    assert result.returncode == 0, result.stderr
+    (path,) = folder.glob("torch-*.json")
+    snapshots["other"] = path.read_bytes()
     assert snapshots["plain"] == snapshots["other"]
     assert (
         json.loads(snapshots["plain"])["environment"]["torch"]
@@ -235,12 +254,8 @@ def test_python_that_crashes(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["python"]
 
 
-def test_new_torch_capture_prints_drift_against_the_newest_other(tmp_path, snapshot_data):
-    folder = tmp_path / "snapshots"
-    folder.mkdir()
-    old = older(snapshot_data)
-    (folder / "torch-2.9.1.json").write_text(json.dumps(old), encoding="utf-8")
-    result = build("--snapshots", folder, "--out", tmp_path / "site")
+def test_new_torch_capture_prints_drift_against_the_newest_other(snapshot_data, first_capture):
+    result, folder, site = first_capture
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     torch = snapshot_data["environment"]["torch"]
@@ -253,7 +268,7 @@ def test_new_torch_capture_prints_drift_against_the_newest_other(tmp_path, snaps
         "  scenario c3_summed",
         "  scenario grad_twice",
     ]
-    assert 'class="matrix"' in (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    assert 'class="matrix"' in (site / "index.html").read_text(encoding="utf-8")
 
 
 def test_summary_names_what_held_and_what_changed(two_versions, snapshot_data):
