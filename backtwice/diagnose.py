@@ -3352,8 +3352,9 @@ TRY_ENV = "BACKTWICE_TRY"
 _EDITED = {}  # in a try: {absolute path: edited text}
 _MAIN = {}  # "globals": the script's, which name the parameters once it has ended
 TRIES = 6
-# A try may take this long: four times what the run took to the error, torch's import included.
-TRY_BASE, TRY_FACTOR = 10.0, 4.0
+# A try may take this long: four times what the run took to the error, torch's import included,
+# and half a minute more (a try's own torch import on a loaded machine, where the run's was quick).
+TRY_BASE, TRY_FACTOR = 30.0, 4.0
 
 
 class _Tracker(_Patches):

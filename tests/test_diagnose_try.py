@@ -32,6 +32,8 @@ SAMPLE += [
 # And edits that move or rewrite code: a tensor an object computes once in __init__ becomes a
 # property, a loss built outside an L-BFGS closure is computed in it too.
 SAMPLE += ["mask_in_init.py", "lbfgs_closure.py"]
+# And one whose calls are torch.autograd.grad's, which the try's tracker counts too.
+SAMPLE += ["pinn_two_grads.py"]
 
 
 def diagnose_try(folder, script, *flags):
