@@ -190,6 +190,14 @@ def check_with_diagnose(tmp_path, script, second):
     printed = [text for text in texts if text in second.stderr]
     assert len(printed) == 1 and second.stderr.count(printed[0]) == 1, second.stderr
     rest = second.stderr.replace(printed[0] + "\n", "", 1)
+    # and the runner, which can run the script again, offers --try for its machine fixes
+    offer = (
+        f"{diagnose.PREFIX}to try each fix on {script.name} (it runs again, the edits in"
+        f" memory): python -m backtwice.diagnose --try {script.name}\n"
+    )
+    machine = any(f["applicability"] == "machine" for f in reports[0]["fixes"])
+    assert rest.count(offer) == machine, rest
+    rest = rest.replace(offer, "", 1)
     # the plain run prints its in-script report once; the diagnosed run prints one report
     assert rest == own_stderr(first.stderr, inner_plain)
     assert diagnose.PREFIX not in rest
