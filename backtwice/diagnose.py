@@ -2601,23 +2601,7 @@ def _fix_attr(f):
     """A tensor kept on an object: detach it where it is stored, or compute it again."""
     stores = _assignments(f.hfile, f.name) if f.hfile else []
     edits = [_detached(f.hfile, n.value) for n in stores if not _fresh(n.value)]
-    blocks = [_stmt(f.hfile, n.lineno)[1] for n in stores]
-    tree = _parse(f.hfile) if stores else None
-    tested = {
-        id(c)
-        for n in ast.walk(tree or ast.Module())
-        if isinstance(n, ast.Compare)
-        for c in [n.left, *n.comparators]
-    }
-    reads = [
-        n
-        for n in ast.walk(tree or ast.Module())
-        if isinstance(n, ast.Attribute)
-        and isinstance(n.ctx, ast.Load)
-        and id(n) not in tested  # `x is None` reads no value
-        and _alike(_dotted(n) or "", f.name)
-        and not any(_stmt(f.hfile, n.lineno)[1] is b for b in blocks)
-    ]
+    reads = _reads_apart(f.hfile, f.name, stores) if stores else []
     why = (
         f"Read `{f.name}` detached where it is used again, apart from where it is stored, if"
         " that use should not train what computed it (a discriminator's step on a stored fake)."
@@ -2632,6 +2616,27 @@ def _fix_attr(f):
             "manual",
             f"If `{f.name}` comes from weights that train, compute it again in each forward pass instead of keeping it.",
         ),
+    ]
+
+
+def _reads_apart(filename, name, stores):
+    """Where the attribute's value is read outside the blocks that store it (not in a test
+    like `x is None`, which reads no value)."""
+    tree, blocks = _parse(filename), [_stmt(filename, n.lineno)[1] for n in stores]
+    tested = {
+        id(c)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Compare)
+        for c in [n.left, *n.comparators]
+    }
+    return [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Attribute)
+        and isinstance(n.ctx, ast.Load)
+        and id(n) not in tested
+        and _alike(_dotted(n) or "", name)
+        and not any(_stmt(filename, n.lineno)[1] is b for b in blocks)
     ]
 
 
@@ -2696,11 +2701,11 @@ def _fix_property(f):
     stores = _assignments(f.hfile, name) if f.hfile and re.fullmatch(r"\w+(\.\w+)+", name) else []
     if len(stores) != 1 or stores[0].lineno != stores[0].end_lineno:
         return None
-    n, tree = stores[0], _parse(f.hfile)
+    n, tree, attr = stores[0], _parse(f.hfile), name.rsplit(".", 1)[1]
     init = _scope(tree, n.lineno)
     if (
         getattr(init, "name", None) != "__init__"
-        or _dotted(n.targets[0]) != "self." + name.rsplit(".", 1)[1]
+        or _dotted(n.targets[0]) != "self." + attr
         or _fresh(n.value)
     ):
         return None
@@ -2712,7 +2717,6 @@ def _fix_property(f):
         return None  # it reads nothing of the object's, or what only __init__ has
     pad = _indent(f.hfile, init.lineno)
     value = ast.get_source_segment("".join(linecache.getlines(f.hfile)), n.value)
-    attr = name.rsplit(".", 1)[1]
     text = f"\n{pad}@property\n{pad}def {attr}(self):\n{pad}    return {value}\n"
     edits = [_delete(f.hfile, n.lineno), _edit(f.hfile, init.end_lineno + 1, init.end_lineno, text)]
     why = (
@@ -2833,10 +2837,9 @@ def _fix_loss_kept(f):
 def _fix_total(f):
     """A running total gone back through: go back through the step's own loss instead, and add
     that loss's value to the total (`total = total + loss.detach()`)."""
-    statement, _ = _stmt(f.rfile, f.rline)
-    call = _called(statement, "backward")
+    _, _, call, name = _backward_at(f.rfile, f.rline)
     adds = _accumulations(f.rsite[:1], f.name) if f.name else []
-    if call is None or _dotted(call.func.value) != f.name or len(adds) != 1:
+    if call is None or name != f.name or len(adds) != 1:
         return []
     file, value = adds[0]
     tree = _parse(file)
@@ -2878,9 +2881,7 @@ def _fix_accumulator(f):
 def _fix_closure(f):
     """A closure (L-BFGS's) goes back through a loss built outside it, once per call: it
     computes the loss itself, from the statements that build it."""
-    statement, _ = _stmt(f.kfile, f.kline)
-    call = _called(statement, "backward")
-    name = call and _dotted(call.func.value)
+    _, _, _, name = _backward_at(f.kfile, f.kline)
     tree = _parse(f.kfile)
     closure = _scope(tree, f.kline)
     if not name or closure is tree or _assignments_in(closure, name):
@@ -2909,14 +2910,13 @@ def _assignments_in(scope, name):
 def _fix_split_loop(f):
     """The same loss gone back through once per pass of a loop over optimizers: go back once,
     before the loop, and keep the rest of the loop (zero_grad before, the steps after)."""
-    statement, block = _stmt(f.kfile, f.kline)
+    statement, block, call, name = _backward_at(f.kfile, f.kline)
     loops = [
         n
         for n in ast.walk(_parse(f.kfile))
         if isinstance(n, ast.For) and n.body is block and not n.orelse
     ]
-    call = _called(statement, "backward")
-    name = call and _dotted(call.func.value) or ""
+    name = name or ""
     root = name.split(".")[0]
     if not loops or not call or root in {x for x, _ in _names(loops[0].target, ast.Store)}:
         return None
@@ -3063,6 +3063,14 @@ def _one_block(f):
         return None
     start, end = block.index(first), block.index(second)
     return None if start > end else (block, start, end)
+
+
+def _backward_at(filename, line):
+    """(statement at the line, its block, its `x.backward()` call, `x` dotted): the call and
+    the name are None where the statement is no such call (the name, where `x` is no name)."""
+    statement, block = _stmt(filename, line)
+    call = _called(statement, "backward")
+    return statement, block, call, call and _dotted(call.func.value)
 
 
 def _called(statement, name):
