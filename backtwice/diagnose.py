@@ -1197,9 +1197,7 @@ class _Explainer:
                     if not isinstance(
                         value, (type, types.ModuleType, types.FunctionType, torch.Tensor)
                     ):
-                        attrs = getattr(value, "__dict__", None)
-                        if isinstance(attrs, dict):
-                            items += [(name + "." + a, v, True) for a, v in list(attrs.items())]
+                        items += [(name + "." + a, v, True) for a, v in _attributes(value)]
                     for shown, item, attr in items:
                         kind, tensors = _kind(item)
                         depths = [
@@ -2393,6 +2391,19 @@ def _assignments(filename, name):
     return sorted(found, key=lambda n: n.lineno)
 
 
+def _attributes(value):
+    # An object's attributes by the names its code reads them by: a module's buffers as
+    # `model.memory`, not `model._buffers`.
+    attrs = getattr(value, "__dict__", None)
+    if not isinstance(attrs, dict):
+        return []
+    found = list(attrs.items())
+    if isinstance(value, torch.nn.Module):
+        found = [(a, v) for a, v in found if a != "_buffers"]
+        found += [(k, v) for k, v in value._buffers.items() if v is not None]
+    return found
+
+
 def _members(path, value):
     # What an object keeps: its attributes (a module's submodules and buffers among them).
     if isinstance(value, (list, tuple)):
@@ -2469,14 +2480,33 @@ def _after_raise(f, lines):
     for path in _deep_paths(f):
         attr = path.rsplit(".", 1)[-1]
         lines = [re.sub(rf"\bself\.{attr}\b", path, t) for t in lines]
-    if any(re.search(r"\bself\.", t) for t in lines):  # only where a method binds `self`
-        sites = [s for s in sites if _binds_self(*s)] or sites
-    return [_insert_after(file, line, lines) for file, line in sites[-1:]]
+    roots = {x.id for n in ast.parse("\n".join(lines)).body for x in _written(n)}
+    sites = [s for s in sites if all(_binds(*s, name) for name in roots)]  # never a stray name
+    return [_insert_after(file, line, lines) for file, line in sites[-1:]] or [None]
 
 
-def _binds_self(filename, line):
-    args = getattr(_scope(_parse(filename), line), "args", None)
-    return args is not None and any(a.arg == "self" for a in args.args)
+def _written(n):
+    # The names a statement to insert writes through: `h` of `h = h.detach()`, `model` of
+    # `model.enc.h = ...`, `buf` of `buf.clear()`.
+    for t in getattr(n, "targets", None) or [n.value]:
+        yield from (x for x in ast.walk(t) if isinstance(x, ast.Name))
+
+
+def _binds(filename, line, name):
+    # Whether the function around the line (else the module) has `name`: an argument, or
+    # assigned in it; a statement placed there may read it.
+    scope = _scope(_parse(filename), line)
+    args = getattr(scope, "args", None)
+    given = (
+        [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg] if args else []
+    )
+    return any(a is not None and a.arg == name for a in given) or any(
+        isinstance(n, ast.Name)
+        and n.id == name
+        and not isinstance(n.ctx, ast.Load)
+        and _scope(scope, n.lineno) is scope
+        for n in ast.walk(scope)
+    )
 
 
 def _kind_seen(holder, deep):
@@ -3032,8 +3062,26 @@ def _shared(f):
             [_keyword(*site, "retain_graph")],
             "machine",
             "Keep the graph at the first call for the second, which goes back through the same pass (adding the losses and calling backward once gives the same gradients).",
-        )
+        ),
+        _retain_but_last(f),
     ]
+
+
+def _retain_but_last(f):
+    """retain_graph=True on every backward call of the freeing call's block but the last, where
+    it holds three or more (a third loss on the same pass)."""
+    statement, block, _, _ = _backward_at(f.ffile, f.fline)
+    if block is None or f.again:
+        return None
+    calls = [n for n in block[block.index(statement) :] if _called(n, "backward")]
+    if f.rfile != f.ffile or not any(n.lineno <= f.rline <= n.end_lineno for n in calls):
+        return None
+    if len(calls) < 3 or any(k.arg == "retain_graph" for n in calls for k in n.value.keywords):
+        return None
+    why = "Keep the graph at every call but the last: each later loss goes back through the same pass."
+    return _fix_of(
+        [_keyword(f.ffile, n.lineno, "retain_graph") for n in calls[:-1]], "machine", why
+    )
 
 
 def _fix_kept_grads(f):
