@@ -3400,17 +3400,146 @@ def _candidates(f):
 
 
 # Trying fixes -----------------------------------------------------------------------------
-# `--try` runs the script again in a fresh process for each machine-applicable fix, the edits
-# applied in memory (files on disk unchanged), and stops it two calls past the one that raised.
+# `--try` runs the script again in a process of its own for each machine-applicable fix, the
+# edits applied in memory (files on disk unchanged), and stops it two calls past the one that
+# raised.
 # A fix passes when that run raises nothing and every parameter that got a gradient before the
 # error in the original run gets a non-zero gradient again, also from the step that raised on.
 TRY_ENV = "BACKTWICE_TRY"
 _EDITED = {}  # in a try: {absolute path: edited text}
 _MAIN = {}  # "globals": the script's, which name the parameters once it has ended
+_FORKS = []  # under --try: the _Forks that forks each try (None in a try's own process)
 TRIES = 6
 # A try may take this long: four times what the run took to the error, torch's import included,
 # and half a minute more (a try's own torch import on a loaded machine, where the run's was quick).
 TRY_BASE, TRY_FACTOR = 30.0, 4.0
+# Read by the interpreter, torch or OpenMP as a process starts: a try whose environment differs
+# in these from the run's start is a fresh process, not a fork.
+STARTUP = ("PYTHON", "OMP_", "MKL_", "KMP_", "OPENBLAS", "TORCH", "LC_", "LANG", "LD_")
+_KIDS = "backtwice-children-"  # the folder of the sitecustomize the script's children load
+
+
+def _startup(env):
+    # Not the reader's: the children's sitecustomize folder the run put first on PYTHONPATH,
+    # and the compile cache folder torch names as it compiles (the one it would use anyway).
+    env = {k: v for k, v in env.items() if k.startswith(STARTUP) and k != "TORCHINDUCTOR_CACHE_DIR"}
+    if "PYTHONPATH" in env:
+        parts = env.pop("PYTHONPATH").split(os.pathsep)
+        kept = [p for p in parts if not os.path.basename(p).startswith(_KIDS)]
+        env.update({"PYTHONPATH": os.pathsep.join(kept)} if kept else {})
+    return sorted(env.items())
+
+
+class _Forks:
+    """Under --try on Linux, a process forked as the diagnoser starts (torch imported, nothing
+    of the script run) that forks each try: a try starts where a fresh `python diagnose.py
+    SCRIPT` stands once its imports are done, without importing torch again (2 to 5 s a try).
+    A try is a fresh process elsewhere, where the environment's start-up variables changed, or
+    once the forking process is gone."""
+
+    def __init__(self):
+        self.pid, self.pending = None, b""
+        self.startup = _startup(os.environ)
+
+    def start(self):
+        """In the run: self. In a try's process: None (it goes on as the try)."""
+        if not sys.platform.startswith("linux") or threading.active_count() > 1:
+            return self
+        asks, self.asks = os.pipe()
+        self.answers, answers = os.pipe()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        pid = os.fork()
+        if pid:
+            os.close(asks)
+            os.close(answers)
+            self.pid = pid
+            return self
+        os.close(self.asks)
+        os.close(self.answers)
+        return self._serve(asks, answers)
+
+    def _serve(self, asks, answers):
+        # The forking process: quiet, gone with the run; a try's child returns from here.
+        with contextlib.suppress(BaseException):
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)  # gone when the run is
+            with os.fdopen(asks, "rb") as reading:
+                for line in reading:
+                    ask = json.loads(line)
+                    pid = os.fork()
+                    if pid == 0:
+                        return self._become(ask, null, answers, interrupt)
+                    os.write(answers, b"%d\n" % pid)
+                    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+                    os.write(answers, b"%d\n" % status)
+        os._exit(0)
+
+    @staticmethod
+    def _become(ask, null, answers, interrupt):
+        # A try's process: the run's working folder, environment and SIGINT handler, stdin
+        # empty, its output in the log, as a fresh process started by the run would have them.
+        try:
+            os.close(answers)
+            if interrupt is not None:
+                signal.signal(signal.SIGINT, interrupt)
+            os.chdir(ask["cwd"])
+            os.environ.clear()
+            os.environ.update(ask["env"])
+            log = os.open(ask["log"], os.O_WRONLY | os.O_APPEND)
+            os.dup2(null, 0)
+            os.dup2(log, 1)
+            os.dup2(log, 2)
+            os.close(log)
+            os.close(null)
+        except BaseException:
+            os._exit(1)
+        return None
+
+    def run(self, env, log, budget):
+        """A try's exit status, None once it ran past the budget (it is killed then); raises
+        OSError where this cannot fork it (a fresh process runs it)."""
+        if self.pid is None or _startup(env) != self.startup:
+            raise OSError("no fork")
+        ask = json.dumps({"env": env, "cwd": os.getcwd(), "log": log}) + "\n"
+        data = ask.encode("utf-8", "surrogateescape")
+        while data:
+            data = data[os.write(self.asks, data) :]
+        pid = int(self._answer(None))
+        status = self._answer(budget)
+        if status is None:
+            os.kill(pid, signal.SIGKILL)
+            self._answer(None)
+            return None
+        return int(status)
+
+    def close(self):
+        """Once the tries are done: end the forking process (idle, waiting for a try)."""
+        if self.pid is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.asks)
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+            self.pid = None
+
+    def _answer(self, timeout):
+        import select
+
+        end = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self.pending:
+            left = None if end is None else max(0.0, end - time.monotonic())
+            if not select.select([self.answers], [], [], left)[0]:
+                return None
+            chunk = os.read(self.answers, 4096)
+            if not chunk:
+                self.pid = None
+                raise OSError("the forking process is gone")
+            self.pending += chunk
+        line, self.pending = self.pending.split(b"\n", 1)
+        return line.decode()
 
 
 class _Tracker(_Patches):
@@ -3662,23 +3791,33 @@ def _try_one(fix, argv, budget, baseline):
         log = os.path.join(folder, "log")
         with open(log, "wb") as out:
             try:
-                import subprocess
-
-                ended = subprocess.run(
-                    [sys.executable, os.path.abspath(__file__), *argv],
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=out,
-                    timeout=budget,
-                )
-            except subprocess.TimeoutExpired:
-                return {"outcome": "timed out", "detail": f"stopped after {budget:.0f} s"}
+                code = _FORKS[0].run(env, log, budget)
+            except (IndexError, OSError, ValueError):
+                code = _fresh_try(argv, env, out, budget)
+        if code is None:
+            return {"outcome": "timed out", "detail": f"stopped after {budget:.0f} s"}
         if not os.path.exists(result):
-            return {"outcome": "raised", "detail": f"exited with status {ended.returncode}"}
+            return {"outcome": "raised", "detail": f"exited with status {code}"}
         with open(result, encoding="utf-8") as handle:
             run = json.load(handle)
     return _verdict(run, baseline)
+
+
+def _fresh_try(argv, env, out, budget):
+    """A try in a fresh process: its exit status, None once it ran past the budget."""
+    import subprocess
+
+    try:
+        return subprocess.run(
+            [sys.executable, os.path.abspath(__file__), *argv],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            timeout=budget,
+        ).returncode
+    except subprocess.TimeoutExpired:
+        return None
 
 
 def _verdict(run, baseline):
@@ -4109,7 +4248,7 @@ def _follow_children(script, shown):
     names = ("PYTHONPATH", CHILD_ENV, CHILD_ENV + "_SCRIPT")
     saved = {name: os.environ.get(name) for name in names}
     try:  # where it cannot be written (no space, a file size limit), children run plainly
-        folder = tempfile.mkdtemp(prefix="backtwice-children-")
+        folder = tempfile.mkdtemp(prefix=_KIDS)
         atexit.register(shutil.rmtree, folder, True)
         with open(os.path.join(folder, "sitecustomize.py"), "w", encoding="utf-8") as out:
             out.write(_SITECUSTOMIZE.replace("@KEY@", CHILD_ENV))
@@ -4349,6 +4488,10 @@ def main(argv=None):
     if isinstance(options, int):
         return options
     json_path, trying, fixing, args = options
+    if trying and not os.environ.get(TRY_ENV) and not _FORKS:
+        _FORKS.append(_Forks().start())
+        if _FORKS[0] is None:  # this process is a try, forked: it goes on as a fresh one would
+            _exit_with(main, args)
     target = _runnable(args)
     if isinstance(target, int):
         return target
@@ -4388,10 +4531,34 @@ def main(argv=None):
     return 0
 
 
+def _exit_with(function, *args):
+    """End a forked try's process with the status `function(*args)` gives: it never returns
+    into its caller's code (the caller of the diagnoser's main in the run it was forked from)."""
+    code = 1
+    try:
+        code = function(*args)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code or 0)
+
+
 def _after(state, tracker, args, shown, fixing):
     """Once the script ended: try the fixes (--try), write the first that passed (--fix)."""
     if tracker is not None:
         tracker.stop()
+    try:
+        _after_run(state, tracker, args, shown, fixing)
+    finally:
+        for forks in filter(None, _FORKS):
+            forks.close()
+
+
+def _after_run(state, tracker, args, shown, fixing):
+    """The report's fixes: tried, or the command that would try them; the first written."""
     report = state.report
     if report is None or not report.get("fixes"):
         return

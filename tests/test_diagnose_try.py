@@ -6,6 +6,7 @@ parameter the original trained before the error.
 """
 
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -38,7 +39,7 @@ SAMPLE += ["pinn_two_grads.py"]
 
 def diagnose_try(folder, script, *flags):
     """`python diagnose.py FLAGS --json R SCRIPT` in a fork of the warm interpreter
-    (tests/warm.py); each try it makes is a new process, as a reader's is."""
+    (tests/warm.py); each try it makes is a process of its own, as a reader's is."""
     report = folder / "report.json"
     process = warm.run([diagnose.__file__, *flags, "--json", str(report), script], folder)
     return process, json.loads(report.read_text(encoding="utf-8"))
@@ -187,3 +188,59 @@ def test_no_function_of_the_diagnoser_is_longer_than_80_lines():
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno >= 80
     }
     assert long == {}
+
+
+WHERE_IT_RUNS = """\
+import json, os, signal, sys
+import torch
+{setup}
+facts = {{
+    "pid": os.getpid(),
+    "parent": os.getppid(),
+    "cwd": os.getcwd(),
+    "argv": sys.argv,
+    "path0": sys.path[0],
+    "stdin": sys.stdin.read(),
+    "sigint": signal.getsignal(signal.SIGINT) is signal.default_int_handler,
+    "env": {{k: v for k, v in os.environ.items() if not k.startswith("BACKTWICE")}},
+}}
+os.makedirs("facts", exist_ok=True)
+with open(os.path.join("facts", str(os.getpid()) + ".json"), "w") as out:
+    json.dump(facts, out)
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+h = torch.zeros(1, 4)
+for step in range(3):
+    h = torch.tanh(model(h))
+    loss = h.pow(2).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize(
+    ("setup", "forked"),
+    [("", True), ("os.environ['OMP_NUM_THREADS'] = '1'  # read as a process starts", False)],
+    ids=["forked", "fresh"],
+)
+def test_a_try_runs_where_and_as_a_fresh_process_would(setup, forked, tmp_path):
+    # On Linux a try is forked from a process that imported torch as the run started (no
+    # second import); where the script changed a variable read as a process starts, it is a
+    # fresh process. Either way the script sees what a fresh `python diagnose.py train.py`
+    # started by the run would show it, and nothing of the forking is left once the run ends.
+    (tmp_path / "train.py").write_text(WHERE_IT_RUNS.format(setup=setup), encoding="utf-8")
+    _, report = diagnose_try(tmp_path, "train.py", "--try")
+    assert report["fixes"][0]["tried"]["outcome"] == "passed"
+    written = sorted((tmp_path / "facts").glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
+    run, *tries = [json.loads(p.read_text()) for p in written]  # the tries start once it ended
+    assert tries
+    for tried in tries:
+        assert {k: v for k, v in tried.items() if k not in ("pid", "parent")} == {
+            k: v for k, v in run.items() if k not in ("pid", "parent")
+        }
+        assert (tried["parent"] != run["pid"]) == forked
+        if forked:
+            with pytest.raises(ProcessLookupError):
+                os.kill(tried["parent"], 0)
