@@ -1419,7 +1419,7 @@ class _Explainer:
         )
         again = self._ran_again(ev.code, freeing)
         sub = _carried(call, freeing, holder, roots, ev.clock, ev.trained, new, again)
-        if sub == "before" and holder and _target(call, node, holder[0]):
+        if sub == "before" and holder and _target(call, node, holder[0], holder[2]):
             sub = "target"
         if ev.updated:
             sub, holder = "ema", (ev.updated[0], "module", ev.updated[1], ev.updated[2], None)
@@ -2095,17 +2095,39 @@ def _grad_of(filename, name):
     return False
 
 
-def _target(call, node, name):
+def _target(call, node, name, filename):
     # Whether a node built before the loop is a target of the update, to be taken as values,
     # not a pass to compute again in each step: named as one (PPO's advantages from the critic
-    # on the rollout), and its parameters trained again by this step's own forward pass (the
-    # critic on each minibatch). The name decides between the two: a flow's log-determinant
-    # of a trained weight, cached before the loop, has the same graph and must be computed
-    # again in each step.
-    if not re.search(r"(?i)adv|target|return|baseline", name.split(".")[-1]):
+    # on the rollout) or given to a loss as its target (soft pseudo-labels), and its parameters
+    # trained again by this step's own forward pass (the critic on each minibatch). The name
+    # and the loss decide between the two: a flow's log-determinant of a trained weight,
+    # cached before the loop, has the same graph and must be computed again in each step.
+    named = re.search(r"(?i)adv|target|return|baseline", name.split(".")[-1])
+    if not named and not _loss_target(filename, name):
         return False
     under = _params(_children(node))
     return bool(under) and under <= _params(_roots(call), stop=node)
+
+
+LOSSES = re.compile(r"(?i)loss|criterion|kl_div|entropy|nll|mse|l1|bce|huber|margin")
+
+
+def _loss_target(filename, name):
+    """Whether `name`, or what is computed from it (`pu = pseudo[i:j]`), is given to a loss
+    as its target: the second argument, or `target=`, of a call named as a loss."""
+    tree, names = _parse(filename), {name}
+    for _ in range(3):
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Assign) and {x for x, _ in _names(n.value, ast.Load)} & names:
+                names |= {x for t in n.targets for x, _ in _names(t, ast.Store)}
+    for n in ast.walk(tree):
+        called = (_dotted(getattr(n, "func", None)) or "").split(".")[-1]
+        if not isinstance(n, ast.Call) or not LOSSES.search(called):
+            continue
+        given = n.args[1:2] + [k.value for k in n.keywords if k.arg == "target"]
+        if any({x for x, _ in _names(g, ast.Load)} & names for g in given):
+            return True
+    return False
 
 
 def _held(optimizer):
@@ -2780,7 +2802,7 @@ def _fix_recompute(f):
     if _scope(tree, made[-1].lineno) is not _scope(tree, root[-1].lineno):
         return None  # its names are another function's
     if root[-1].lineno > f.fline:  # the second loss is computed after the step: before it
-        edit = _copied(file, made[-1:], root[-1].lineno)
+        edit = _copied(file, made[-1:], _first_read(file, name, f.fline, root[-1]).lineno)
     else:  # and again, just before its call
         chain = _depending(file, made[-1], root[-1]) or [made[-1], root[-1]]
         edit = _copied(file, chain, _stmt(file, f.rline)[0].lineno)
@@ -2789,6 +2811,20 @@ def _fix_recompute(f):
         " back through a pass of its own, built from the weights as they are now."
     )
     return _fix_of([edit], "machine", why)
+
+
+def _first_read(filename, name, after, last):
+    """The first statement of `last`'s block after line `after` that reads `name` and that
+    `last` computes from (`_, code = D(fake)` before `info = loss(code)`), else `last`."""
+    _, block = _stmt(filename, last.lineno)
+    needed, first = {x for x, _ in _names(last.value, ast.Load)}, last
+    for n in reversed([n for n in block if after < n.lineno < last.lineno]):
+        stores = {x for t in getattr(n, "targets", []) for x, _ in _names(t, ast.Store)}
+        if isinstance(n, ast.Assign) and stores & needed:
+            reads = {x for x, _ in _names(n.value, ast.Load)}
+            needed |= reads
+            first = n if name in reads else first
+    return first
 
 
 def _depending(filename, made, last):

@@ -178,6 +178,66 @@ def test_each_read_detached_in_one_edit_a_line(tmp_path):
     assert [(e["start"], e["end"]) for e in edits] == [(1, 1), (2, 2)]
 
 
+def test_a_statement_is_inserted_only_where_its_names_are_bound(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text(
+        "def step(model, logits):\n"
+        "    loss = logits.sum()\n"
+        "    return loss\n"
+        "def fit(model):\n"
+        "    for _ in range(3):\n"
+        "        out = model(1)\n"
+        "        step(model, out)\n"
+        "fit(None)\n",
+        encoding="utf-8",
+    )
+    bound = {
+        (line, name): diagnose._binds(str(path), line, name)
+        for line in (2, 7, 8)
+        for name in ("logits", "out", "model", "loss")
+    }
+    assert {k for k, v in bound.items() if v} == {
+        (2, "logits"),
+        (2, "model"),
+        (2, "loss"),
+        (7, "out"),
+        (7, "model"),
+    }
+
+
+def test_the_pass_is_computed_again_before_the_first_line_the_second_loss_reads_it_from(tmp_path):
+    import ast
+
+    path = tmp_path / "m.py"
+    path.write_text(
+        "fake = G(z)\n"
+        "g = adv(D(fake)[0]).backward()\n"
+        "opt_g.step()\n"
+        "d_fake = D(fake.detach())[0]\n"
+        "_, code = D(fake)\n"
+        "info = loss(code, c)\n",
+        encoding="utf-8",
+    )
+    last = ast.parse(path.read_text()).body[-1]
+    assert diagnose._first_read(str(path), "fake", 3, last).lineno == 5
+    assert diagnose._first_read(str(path), "z", 3, last) is last
+
+
+@pytest.mark.parametrize(
+    ("line", "target"),
+    [
+        ("F.kl_div(F.log_softmax(model(x), 1), pu, reduction='batchmean')", True),
+        ("criterion(model(x), target=pu)", True),
+        ("F.mse_loss(pu, y)", False),
+        ("(model(x) * pu).sum()", False),
+    ],
+)
+def test_a_tensor_given_to_a_loss_as_its_target_is_one(line, target, tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text(f"pu = pseudo[0:8]\nloss = {line}\n", encoding="utf-8")
+    assert diagnose._loss_target(str(path), "pseudo") == target
+
+
 def test_no_function_of_the_diagnoser_is_longer_than_80_lines():
     import ast
 
