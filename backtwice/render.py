@@ -574,6 +574,12 @@ def render_pages(snapshots, repro):
         repro = manifest.load(repro)
     agreement.check(snapshots, repro)
     path, snapshot = snapshots[-1]
+    if claims.MAIN not in snapshot.scenarios:
+        raise PageError(
+            repro.folder / "scenarios.toml",
+            f"declares no scenario '{claims.MAIN}', whose error the page leads with; declare"
+            " it again (as the project's repro/scenarios.toml does)",
+        )
     message = f.run(snapshot, claims.MAIN).raised
     sources = {s.id: s.source for s in repro.scenarios}
     views = {

@@ -552,6 +552,19 @@ def test_a_newer_schema_is_never_overwritten(tmp_path, snapshots_copy, snapshot_
     unchanged(folder, path, before, site)
 
 
+def test_a_repro_without_the_scenario_the_page_leads_with_is_one_sentence(tmp_path, site):
+    # It was a traceback (facts.Missing, uncaught) once the capture was done.
+    repro = one_scenario(tmp_path, "print('plain', 1)\n")
+    folder = tmp_path / "snapshots"
+    line = one_line(build("--repro", repro, "--snapshots", folder, "--out", site), EXIT_CLAIM)
+    assert line == (
+        f"error: {repro / 'scenarios.toml'}: declares no scenario 'c1_backward_twice', whose "
+        "error the page leads with; declare it again (as the project's repro/scenarios.toml does)"
+    )
+    assert not folder.exists() or not any(folder.iterdir())
+    assert (site / "index.html").read_text(encoding="utf-8") == OLD_PAGE
+
+
 def test_a_corrupt_snapshot_is_replaced_with_a_notice(snapshots_copy, site):
     folder, path = snapshots_copy
     path.write_text("{not json", encoding="utf-8")
