@@ -2626,8 +2626,9 @@ def _fix_state(f):
 
 
 def _fix_kept(f):
-    """A list or bank of old outputs: store them detached."""
+    """A list or bank of old outputs: store them detached, or detach them after the step."""
     edits = [_detached(f.hfile, n.args[0]) for n in _appends(f.hfile, f.name)] if f.hfile else []
+    edits += [_detached(f.hfile, n.value) for n in _item_stores(f.hfile, f.name)]
     if f.sub == "bank" and f.hline:
         n, _ = _stmt(f.hfile, f.hline)
         edits += [_detached(f.hfile, n.value)] if isinstance(n, ast.Assign) else []
@@ -2635,7 +2636,27 @@ def _fix_kept(f):
         f"Store detached values in `{f.name}`, so later steps read them without graphs an "
         "earlier call freed (if nothing should train through the stored values)."
     )
-    return [_fix_of(edits, "machine", why)]
+    unique = {json.dumps(e, sort_keys=True): e for e in edits if e}  # the bank's line is one
+    found = [_fix_of(list(unique.values()), "machine", why)]
+    if f.sub == "kept" and not edits:  # a list built anew each step (`mems = update(mems)`)
+        lines = [f"{f.name} = [x.detach() for x in {f.name}]"]
+        why = f"Detach the tensors in `{f.name}` once a step's backward is done, if no gradient should cross steps."
+        found.append(_fix_of(_after_raise(f, lines), "machine", why))
+    return found
+
+
+def _item_stores(filename, name):
+    """The assignments `name[key] = value` (`self.cache[k]` matches `trainer.cache`)."""
+    if not filename:
+        return []
+    return [
+        n
+        for n in ast.walk(_parse(filename))
+        if isinstance(n, ast.Assign)
+        and len(n.targets) == 1
+        and isinstance(n.targets[0], ast.Subscript)
+        and _alike(_dotted(n.targets[0].value) or "", name)
+    ]
 
 
 def _fix_clear(f):

@@ -238,6 +238,22 @@ def test_a_tensor_given_to_a_loss_as_its_target_is_one(line, target, tmp_path):
     assert diagnose._loss_target(str(path), "pseudo") == target
 
 
+def test_a_bank_written_by_key_is_stored_detached_where_it_is_written(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text(
+        "class T:\n"
+        "    def ref(self, key, x):\n"
+        "        self.cache[key] = (f(x), g(x))\n"
+        "        other[key] = f(x)\n"
+        "        return self.cache[key]\n",
+        encoding="utf-8",
+    )
+    stores = diagnose._item_stores(str(path), "trainer.cache")
+    assert [n.lineno for n in stores] == [3]
+    edit = diagnose._detached(str(path), stores[0].value)
+    assert edit["new"] == "        self.cache[key] = (f(x).detach(), g(x).detach())\n"
+
+
 def test_no_function_of_the_diagnoser_is_longer_than_80_lines():
     import ast
 
