@@ -3576,8 +3576,10 @@ class _Forks:
     def close(self):
         """Once the tries are done: end the forking process (idle, waiting for a try)."""
         if self.pid is not None:
+            for end in (self.asks, self.answers):
+                with contextlib.suppress(OSError):
+                    os.close(end)
             with contextlib.suppress(OSError):
-                os.close(self.asks)
                 os.kill(self.pid, signal.SIGKILL)
                 os.waitpid(self.pid, 0)
             self.pid = None
