@@ -4614,6 +4614,7 @@ def _after(state, tracker, args, shown, fixing):
     finally:
         for forks in filter(None, _FORKS):
             forks.close()
+        _FORKS.clear()  # a later main() in this process (a test's) forks afresh
 
 
 def _after_run(state, tracker, args, shown, fixing):
