@@ -177,6 +177,29 @@ def check_out(out):
             return
 
 
+def check_writable(folder, option):
+    """Stop before the capture, not minutes after it, where the build could not write its file
+    into `folder` (made if missing, as the build would make it): a file is made and removed in
+    it, or a folder in its nearest existing parent. A folder that is a file is left for the
+    reading or writing to report."""
+    import tempfile
+
+    existing = next(path for path in (folder, *folder.parents) if path.exists())
+    if not existing.is_dir():
+        return
+    try:
+        if existing == folder:
+            tempfile.TemporaryFile(dir=folder).close()
+        else:
+            os.rmdir(tempfile.mkdtemp(dir=existing))
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise OutputError(
+            folder,
+            f"cannot be written ({reason}); give {option} a folder you can write; nothing was captured",
+        ) from None
+
+
 def _read_ahead(folder, repro, ahead=None):
     """While the capture interpreter imports torch (a second or more, on another core): read
     the snapshots and, given a list `ahead`, render the pages from them as they are into it, as
@@ -204,6 +227,8 @@ def build(args, say, child):
     if args.render_only:
         publish(snap.load_dir(args.snapshots), [], repro, args.out, say)
         return
+    check_writable(args.snapshots, "--snapshots")
+    check_writable(args.out, "--out")
     from .capture import capture
 
     ahead = []

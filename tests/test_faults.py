@@ -209,11 +209,21 @@ def test_out_that_cannot_be_created_writes_nothing(snapshots_copy):
     assert path.read_bytes() == before
 
 
-def test_snapshots_folder_that_cannot_be_written_leaves_the_page(tmp_path, site):
-    result = build("--snapshots", "/sys/backtwice-test", "--out", site)
-    line = one_line(result, EXIT_OUTPUT)
-    assert line.startswith("error: /sys/backtwice-test/torch-")
-    assert line.endswith(": cannot be written (Operation not permitted); nothing was changed")
+@pytest.mark.parametrize("option", ["--snapshots", "--out"])
+def test_a_folder_that_cannot_be_written_stops_the_build_before_the_capture(
+    snapshots_copy, site, option
+):
+    # Found before the capture, not after its minutes of work: nothing ran, nothing changed.
+    folder, path = snapshots_copy
+    before = path.read_bytes()
+    folders = {"--snapshots": folder, "--out": site, option: "/sys/backtwice-test"}
+    result = build("--snapshots", folders["--snapshots"], "--out", folders["--out"])
+    assert one_line(result, EXIT_OUTPUT) == (
+        "error: /sys/backtwice-test: cannot be written (Operation not permitted); give "
+        f"{option} a folder you can write; nothing was captured"
+    )
+    assert "ran " not in result.stdout
+    assert path.read_bytes() == before
     assert (site / "index.html").read_text(encoding="utf-8") == OLD_PAGE
 
 
