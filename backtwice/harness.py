@@ -69,9 +69,10 @@ VARIABLES = (
     "CUDA",
     "CUBLAS",
 )
-# Except what torch sets for itself: importing torch._dynamo puts its cache folder in
-# os.environ, so a build started by a process that imported it (a test) inherits that.
-OWN_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR",)
+# Except what torch sets for itself (importing torch._dynamo puts its cache folder in
+# os.environ, so a build started by a process that imported it, a test, inherits that), and
+# the thread counts, which the capture pins to one whatever they say (serve()).
+OWN_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 DIAGNOSER = "backtwice_diagnose"  # the module name the request's diagnoser is installed as
 ANOMALY_NODE = re.compile(r"Error detected in (\w+)\.")
 # What one job may print: the page shows every printed line, so past this it is a mistake.
@@ -1082,8 +1083,10 @@ def serve(jobs, repro, send, channel, parallel, early=None, idle=None):
     while reported < len(jobs):
         while started < len(queued) and len(running) - (early_pid in running) < parallel:
             number = queued[started]
-            spare.start(number)
+            # "start" goes out before the fork is told: a job that kills this process at once
+            # is then named among those under way.
             send({"event": "start", "id": jobs[number]["id"]})
+            spare.start(number)
             running[spare.pid] = (number, spare)
             spare = Spare(jobs, repro, channel)
             started += 1

@@ -95,6 +95,16 @@ def _test_name(nodeid):
 GROUP = {name: fixture for fixture, names in TOGETHER.items() for name in names}
 
 
+def pytest_configure(config):
+    """One thread per torch process. xdist runs a worker per core, and each worker's tests
+    start more processes that use torch; with OpenMP's default of a thread per core in each,
+    the threads outnumber the cores and spin waiting for one another (30 short cases ran 5
+    times slower with two such processes at once, 40 times with other work on the cores). Set before any test
+    module imports torch, and inherited by every process a test starts. The capture pins one
+    thread itself, so the snapshot's variables digest leaves this variable out (harness.py)."""
+    os.environ["OMP_NUM_THREADS"] = "1"
+
+
 def pytest_xdist_make_scheduler(config, log):
     """--dist loadfile (pyproject.toml's addopts), with the tests of ONE_BY_ONE's modules each
     a unit of their own and TOGETHER's groups a unit each. Not loadgroup with xdist_group

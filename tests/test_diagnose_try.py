@@ -298,7 +298,7 @@ for step in range(3):
 
 @pytest.mark.parametrize(
     ("setup", "forked"),
-    [("", True), ("os.environ['OMP_NUM_THREADS'] = '1'  # read as a process starts", False)],
+    [("", True), ("os.environ['OMP_NUM_THREADS'] = '2'  # read as a process starts", False)],
     ids=["forked", "fresh"],
 )
 def test_a_try_runs_where_and_as_a_fresh_process_would(setup, forked, tmp_path):
