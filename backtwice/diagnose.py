@@ -2642,6 +2642,9 @@ def _fix_kept(f):
         lines = [f"{f.name} = [x.detach() for x in {f.name}]"]
         why = f"Detach the tensors in `{f.name}` once a step's backward is done, if no gradient should cross steps."
         found.append(_fix_of(_after_raise(f, lines), "machine", why))
+        # Built anew after the backward (`queue = (queue + [v])[-3:]`): detach it there.
+        last = f"Detach the tensors in `{f.name}` where the step last builds it, if no gradient should cross steps."
+        found.append(_fix_of(_after_last_write(f, lines), "machine", last))
     return found
 
 

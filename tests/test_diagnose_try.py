@@ -59,7 +59,8 @@ def applied(text, edits):
 
 
 def check_passed(folder, name, should_pass):
-    """Run --try; every fix that passed, applied literally, runs plainly and trains as before."""
+    """Run --try; every fix that passed, applied literally, runs plainly and trains as before.
+    Return the report."""
     before = (folder / name).read_bytes()
     _, report = diagnose_try(folder, name, "--try")
     assert (folder / name).read_bytes() == before  # --try writes nothing
@@ -73,6 +74,7 @@ def check_passed(folder, name, should_pass):
         fixed = probe(folder, "fixed.py")
         assert fixed["error"] is None, (fix["diff"], fixed)
         assert set(original["trained"]) <= set(fixed["trained"]), fix["diff"]
+    return report
 
 
 @pytest.mark.parametrize("name", SAMPLE)
@@ -252,6 +254,40 @@ def test_a_bank_written_by_key_is_stored_detached_where_it_is_written(tmp_path):
     assert [n.lineno for n in stores] == [3]
     edit = diagnose._detached(str(path), stores[0].value)
     assert edit["new"] == "        self.cache[key] = (f(x).detach(), g(x).detach())\n"
+
+
+# Negatives from earlier batches, the list rebuilt after the optimizer step: a detach right
+# after the backward is undone by the rebuild, which adds this batch's embeddings with their
+# graph; detaching where the step last builds the list is the fix.
+QUEUE_REBUILT = """\
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+torch.manual_seed(0)
+queries, keys = nn.Linear(6, 8), nn.Linear(6, 8)
+opt = torch.optim.Adam([*queries.parameters(), *keys.parameters()], lr=0.01)
+negatives = []
+for step in range(4):
+    x = torch.randn(5, 6)
+    q, k = F.normalize(queries(x), dim=1), F.normalize(keys(x + 0.1), dim=1)
+    scores = q @ torch.cat([k, *negatives]).T
+    loss = F.cross_entropy(scores, torch.arange(5))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    negatives = (negatives + [k])[-2:]
+"""
+
+
+def test_a_list_rebuilt_after_the_step_is_detached_where_it_is_rebuilt(tmp_path):
+    (tmp_path / "train.py").write_text(QUEUE_REBUILT, encoding="utf-8")
+    report = check_passed(tmp_path, "train.py", True)
+    tried = {
+        (e["start"], e["new"]): f["tried"]["outcome"] for f in report["fixes"] for e in f["edits"]
+    }
+    detach = "    negatives = [x.detach() for x in negatives]\n"
+    assert tried == {(16, detach): "raised", (18, detach): "passed"}
 
 
 def test_no_function_of_the_diagnoser_is_longer_than_80_lines():
