@@ -1605,7 +1605,9 @@ class _Explainer:
         callers = first and first["callers"] and raised.get("callers")
         if callers and first["line"] == raised["line"] and callers[0] != first["callers"][0]:
             raised, first = raised["callers"][0], first["callers"][0]  # a helper's two callers
-        closure = bool(raised.get("callers")) and "step(" in (raised["callers"][0]["code"] or "")
+        # Called back by an optimizer's step (`opt.step(closure)`), not by a `dp_step(losses)`.
+        caller = raised["callers"][0]["code"] or "" if raised.get("callers") else ""
+        closure = re.search(r"\.step\(", caller) is not None
         raised = _where(raised)
         first = _where(first) if first else "the earlier call"
         again = raised == first  # one line, run more than once
@@ -3007,8 +3009,11 @@ def _fix_split_loop(f):
         if isinstance(n, ast.For) and n.body is block and not n.orelse
     ]
     name = name or ""
-    root = name.split(".")[0]
-    if not loops or not call or root in {x for x, _ in _names(loops[0].target, ast.Store)}:
+    if not loops or not call:
+        return None
+    # A loss the loop's variable picks (`for loss in losses`, `losses[i]`) is another each pass.
+    reads = {n.id for n in ast.walk(call.func.value) if isinstance(n, ast.Name)}
+    if reads & {x for x, _ in _names(loops[0].target, ast.Store)}:
         return None
     loop, at = loops[0], block.index(statement)
     if _assignments_in(loop, name):

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -288,6 +289,56 @@ def test_a_list_rebuilt_after_the_step_is_detached_where_it_is_rebuilt(tmp_path)
     }
     detach = "    negatives = [x.detach() for x in negatives]\n"
     assert tried == {(16, detach): "raised", (18, detach): "passed"}
+
+
+# One forward for the batch, then one backward per example through it, called from a helper
+# whose name ends in `step`: the loop picks another loss each pass, and no optimizer calls the
+# helper back.
+PER_EXAMPLE = """\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def clipped_step(losses):
+    total = [torch.zeros_like(p) for p in model.parameters()]
+    for i in range(len(losses)):
+        opt.zero_grad()
+        losses[i].backward()
+        for t, p in zip(total, model.parameters()):
+            t.add_(p.grad.clamp(-1, 1))
+    for t, p in zip(total, model.parameters()):
+        p.grad = t / len(losses)
+    opt.step()
+
+
+for step in range(2):
+    x = torch.randn(4, 3)
+    clipped_step((model(x) - 1).pow(2).squeeze(1))
+"""
+
+
+def test_a_loss_the_loop_picks_is_not_moved_out_of_it_nor_read_as_a_closure(tmp_path):
+    (tmp_path / "train.py").write_text(PER_EXAMPLE, encoding="utf-8")
+    _, report = diagnose_try(tmp_path, "train.py")
+    assert report["raised"]["line"] == 13
+    assert not [f for f in report["fixes"] if f["applicability"] == "machine"]
+    assert all("LBFGS" not in f["why"] for f in report["fixes"]), report["fixes"]
+
+
+def test_the_same_loss_once_per_optimizer_goes_back_once_before_the_loop(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text(
+        "for opt in opts:\n    opt.zero_grad()\n    loss.backward()\n    opt.step()\n",
+        encoding="utf-8",
+    )
+    fix = diagnose._fix_split_loop(types.SimpleNamespace(kfile=str(path), kline=3))
+    assert fix["edits"][0]["new"] == (
+        "for opt in opts:\n    opt.zero_grad()\nloss.backward()\nfor opt in opts:\n    opt.step()\n"
+    )
 
 
 def test_no_function_of_the_diagnoser_is_longer_than_80_lines():
