@@ -20,6 +20,7 @@ import functools
 import gc
 import json
 import linecache
+import math
 import os
 import re
 import runpy
@@ -2180,7 +2181,8 @@ def _cause(call, freeing, clock, roots, leaves, once=False, direct=False, rebuil
             and tensor.grad_fn.metadata.get(ROOT) not in (None, call)
         ):
             return "same-loss-twice"
-    if direct and leaves < 2 and freeing.kind == "backward" == call.kind:
+    part = _picks_a_part(call)  # `losses[i]`: another part of one output each call, not one loss
+    if direct and leaves < 2 and freeing.kind == "backward" == call.kind and not part:
         return "same-loss-twice"  # a new root over the old loss alone, such as scaler.scale(loss)
     if (
         call.fresh
@@ -2194,9 +2196,30 @@ def _cause(call, freeing, clock, roots, leaves, once=False, direct=False, rebuil
         return "carried-state"
     if freeing.kind == "backward" and freeing in roots and leaves:
         return "carried-state"
-    if freeing.kind == "backward" and not leaves and not _grad_of_a_part(call, freeing):
+    if (
+        freeing.kind == "backward"
+        and not leaves
+        and not _grad_of_a_part(call, freeing)
+        and not part
+    ):
         return "same-loss-twice"
     return "shared-forward"
+
+
+PARTS = ("SelectBackward", "IndexBackward", "SliceBackward", "UnbindBackward", "SplitBackward")
+
+
+def _picks_a_part(call):
+    # Whether the call goes back from an element or slice of a tensor of several values.
+    for ref in call.roots:
+        tensor = ref()
+        node = tensor.grad_fn if tensor is not None else None
+        if node is not None and node.name().startswith(PARTS):
+            sizes = getattr(node, "_saved_self_sym_sizes", getattr(node, "_saved_self_sizes", None))
+            # Unbind keeps no sizes: always a part.
+            if sizes is None or tensor.numel() < math.prod(int(n) for n in sizes):
+                return True
+    return False
 
 
 def _grad_of_a_part(call, freeing):

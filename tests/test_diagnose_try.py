@@ -292,8 +292,8 @@ def test_a_list_rebuilt_after_the_step_is_detached_where_it_is_rebuilt(tmp_path)
 
 
 # One forward for the batch, then one backward per example through it, called from a helper
-# whose name ends in `step`: the loop picks another loss each pass, and no optimizer calls the
-# helper back.
+# whose name ends in `step`: the loop picks another part of one output each pass (a shared
+# forward, not one loss twice), and no optimizer calls the helper back.
 PER_EXAMPLE = """\
 import torch
 from torch import nn
@@ -321,16 +321,31 @@ for step in range(2):
 """
 
 
-def test_a_loss_the_loop_picks_is_not_moved_out_of_it_nor_read_as_a_closure(tmp_path):
+def test_a_loss_the_loop_picks_is_a_shared_forward_and_not_read_as_a_closure(tmp_path):
     (tmp_path / "train.py").write_text(PER_EXAMPLE, encoding="utf-8")
-    _, report = diagnose_try(tmp_path, "train.py")
-    assert report["raised"]["line"] == 13
-    assert not [f for f in report["fixes"] if f["applicability"] == "machine"]
+    report = check_passed(tmp_path, "train.py", True)
+    assert report["raised"]["line"] == 13 and report["cause"] == "shared-forward"
+    (machine,) = [f for f in report["fixes"] if f["applicability"] == "machine"]
+    assert machine["edits"] == [
+        {
+            "file": "train.py",
+            "start": 13,
+            "end": 13,
+            "new": "        losses[i].backward(retain_graph=True)\n",
+        }
+    ]
+    assert machine["tried"]["outcome"] == "passed"
     assert all("LBFGS" not in f["why"] for f in report["fixes"]), report["fixes"]
 
 
 def test_the_same_loss_once_per_optimizer_goes_back_once_before_the_loop(tmp_path):
     path = tmp_path / "m.py"
+    path.write_text(
+        "for i in range(2):\n    opt.zero_grad()\n    losses[i].backward()\n    opt.step()\n",
+        encoding="utf-8",
+    )
+    assert diagnose._fix_split_loop(types.SimpleNamespace(kfile=str(path), kline=3)) is None
+    path = tmp_path / "n.py"
     path.write_text(
         "for opt in opts:\n    opt.zero_grad()\n    loss.backward()\n    opt.step()\n",
         encoding="utf-8",
