@@ -99,9 +99,10 @@ def pytest_configure(config):
     """One thread per torch process. xdist runs a worker per core, and each worker's tests
     start more processes that use torch; with OpenMP's default of a thread per core in each,
     the threads outnumber the cores and spin waiting for one another (30 short cases ran 5
-    times slower with two such processes at once, 40 times with other work on the cores). Set before any test
-    module imports torch, and inherited by every process a test starts. The capture pins one
-    thread itself, so the snapshot's variables digest leaves this variable out (harness.py)."""
+    times slower with two such processes at once, 40 times with other work on the cores).
+    Set before any test module imports torch, and inherited by every process a test starts.
+    The capture pins one thread itself, so the snapshot's variables digest leaves this
+    variable out (harness.py)."""
     os.environ["OMP_NUM_THREADS"] = "1"
 
 
