@@ -166,15 +166,16 @@ def check(args, say, child):
     say(f"{path} matches a fresh capture; both pages render")
 
 
+def _nearest(folder):
+    """The folder itself if it exists, else its nearest existing parent."""
+    return next(path for path in (folder, *folder.parents) if path.exists())
+
+
 def check_out(out):
     """Stop before any work if --out cannot be the page's folder."""
-    for folder in (out, *out.parents):
-        if folder.exists():
-            if not folder.is_dir():
-                raise OutputError(
-                    folder, "is a file, not a folder; give --out a folder for index.html"
-                )
-            return
+    folder = _nearest(out)
+    if not folder.is_dir():
+        raise OutputError(folder, "is a file, not a folder; give --out a folder for index.html")
 
 
 def check_writable(folder, option):
@@ -184,7 +185,7 @@ def check_writable(folder, option):
     reading or writing to report."""
     import tempfile
 
-    existing = next(path for path in (folder, *folder.parents) if path.exists())
+    existing = _nearest(folder)
     if not existing.is_dir():
         return
     try:
