@@ -3535,9 +3535,7 @@ class _Forks:
             return self
         asks, self.asks = os.pipe()
         self.answers, answers = os.pipe()
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
+        _flush_output()
         pid = os.fork()
         if pid:
             os.close(asks)
@@ -3748,9 +3746,7 @@ class _Tracker(_Patches):
         outcome["held"] = self.names(frame, self.held)
         with open(self.result, "w", encoding="utf-8") as out:
             json.dump(outcome, out)
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
+        _flush_output()
         os._exit(0)
 
 
@@ -4621,6 +4617,14 @@ def main(argv=None):
     return 0
 
 
+def _flush_output():
+    """Write out what stdout and stderr hold, before a fork or an os._exit (where Python's own
+    end would have written it); a stream that cannot be written is left as it is."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+
+
 def _exit_with(function, *args):
     """End a forked try's process with the status `function(*args)` gives: it never returns
     into its caller's code (the caller of the diagnoser's main in the run it was forked from)."""
@@ -4630,9 +4634,7 @@ def _exit_with(function, *args):
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
+        _flush_output()
         os._exit(code or 0)
 
 
