@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 from backtwice import snapshot as snap
 from backtwice.render import render_page
 
-from . import warm
+from . import warm, warm_capture
 
 ROOT = Path(__file__).resolve().parent.parent
 REPRO = ROOT / "repro"
@@ -45,6 +46,7 @@ TORCH = {
     "test_reuse",
     "test_versions",
     "test_warm",
+    "test_warm_capture",
 }
 
 # Modules whose tests xdist hands out one by one rather than as a whole module: each test
@@ -63,6 +65,7 @@ ONE_BY_ONE = {
     "test_reuse",
     "test_versions",
     "test_warm",
+    "test_warm_capture",
 }
 
 
@@ -104,6 +107,7 @@ def pytest_configure(config):
     The capture pins one thread itself, so the snapshot's variables digest leaves this
     variable out (harness.py)."""
     os.environ["OMP_NUM_THREADS"] = "1"
+    warm_capture.BASE.update(os.environ)
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -147,10 +151,23 @@ def pytest_collection_modifyitems(items):
 
 
 @pytest.fixture(autouse=True)
-def _fresh_or_warm(request):
-    """Commands through tests/warm.py run in forks of a warm interpreter, except in a test
-    marked `fresh`, whose commands start new interpreters (what it checks is the process)."""
+def _fresh_or_warm(request, monkeypatch):
+    """Commands through tests/warm.py run in forks of a warm interpreter, and a capture this
+    process starts with sys.executable in a fork of a warm capture interpreter
+    (tests/warm_capture.py), except in a test marked `fresh`, whose commands and captures start
+    new interpreters (what it checks is the process)."""
     warm.FRESH = request.node.get_closest_marker("fresh") is not None
+    if not warm.FRESH:
+        from backtwice.child import Child
+
+        started = Child.__init__
+
+        def warm_init(self, python, *args, **kwargs):
+            if python == sys.executable:
+                python = warm_capture.python()  # sys.executable under WARM_CAPTURE=0
+            started(self, python, *args, **kwargs)
+
+        monkeypatch.setattr(Child, "__init__", warm_init)
     yield
     warm.FRESH = False
 
@@ -158,6 +175,7 @@ def _fresh_or_warm(request):
 def pytest_sessionfinish(session):
     """End this process's warm interpreters."""
     warm.close()
+    warm_capture.close()
 
 
 def committed_path():

@@ -187,6 +187,7 @@ def test_crashing_scenario_is_reported_by_name(tmp_path, late):
     )
 
 
+@pytest.mark.fresh  # the capture interpreter itself killed: a real one
 def test_a_killed_server_names_every_scenario_under_way(tmp_path):
     # 'slow' is still running, and so the one awaited, when 'killer' kills the server: both are
     # named, not the awaited one alone, since either may have done it.
@@ -388,6 +389,7 @@ def test_a_job_records_the_same_before_and_after_the_warm_up(tmp_path):
     assert runs[0]["diagnosis"]["text"]
 
 
+@pytest.mark.fresh  # what a fresh interpreter has imported before the warm-up
 def test_a_job_that_steps_no_optimizer_runs_before_the_warm_up(tmp_path):
     # It starts as a fresh interpreter would, without torch._dynamo, which the warm-up's
     # optimizer step imports; a job that names an optimizer starts after it.

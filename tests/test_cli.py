@@ -12,13 +12,23 @@ from backtwice import capture, manifest
 from backtwice import snapshot as snap
 from backtwice.errors import EXIT_CAPTURE, EXIT_CHECK, EXIT_CLAIM, EXIT_INPUT, EXIT_USAGE
 
+from . import warm_capture
 from .conftest import REPRO, ROOT, SNAPSHOTS, committed_path, doctor_file
+
+# Options after which a build starts no capture interpreter of its own choosing.
+OWN_INTERPRETER = {"--python", "--recapture", "--render-only", "--help"}
 
 
 def build(*args, cwd=ROOT):
-    """Run build.py; return the completed process."""
+    """Run build.py; return the completed process. A build that would capture with
+    sys.executable gets `--python` naming the warm capture interpreter (tests/warm_capture.py),
+    except in a test marked `fresh`."""
+    args = [str(arg) for arg in args]
+    python = warm_capture.python()
+    if not OWN_INTERPRETER.intersection(args) and python != sys.executable:
+        args = ["--python", python, *args]
     return subprocess.run(
-        [sys.executable, str(ROOT / "build.py"), *map(str, args)],
+        [sys.executable, str(ROOT / "build.py"), *args],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -161,6 +171,7 @@ def test_false_claim_stops_the_build(tmp_path, snapshots_copy, snapshot_data):
     assert not (tmp_path / "index.html").exists()
 
 
+@pytest.mark.fresh  # a real interpreter gives the committed bytes, as a maintainer's does
 def test_check_passes_on_the_committed_snapshot_from_any_folder(tmp_path):
     # Scenarios run in repro/ whatever the caller's folder, so their output is the same.
     result = build("--check", cwd=tmp_path)

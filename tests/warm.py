@@ -41,6 +41,9 @@ import threading
 import types
 
 HERE = os.path.abspath(__file__)
+# The files whose frames an uncaught exception's traceback leaves out, as Python's main has
+# none of its own (tests/warm_capture.py adds itself).
+OWN_FILES = {HERE, "<string>"}
 # Read by the interpreter, torch or OpenMP as they start, not as the script runs.
 STARTUP = ("PYTHON", "OMP_", "MKL_", "KMP_", "OPENBLAS", "TORCH", "LC_", "LANG", "LD_")
 WRITERS = (io.TextIOWrapper, io.BufferedWriter, io.BufferedRandom)
@@ -306,7 +309,7 @@ def exit_status(code):
 def uncaught(exc):
     """Print an exception as Python's main does, without this file's frames."""
     tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename in (HERE, "<string>"):
+    while tb is not None and tb.tb_frame.f_code.co_filename in OWN_FILES:
         tb = tb.tb_next
     exc.__traceback__ = tb
     sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, tb
