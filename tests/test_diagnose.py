@@ -345,6 +345,10 @@ def test_copied_file_runs_on_its_own(tmp_path):
     report = json.loads(out.read_text(encoding="utf-8"))
     assert report["cause"] == "shared-forward"
     assert report["raised"]["line"] == expected("gan.py")[0]["raises"][0]
+    # its offer to try the fixes names the copy, the command the reader ran, not a module
+    # the reader may not have
+    assert any(fix["applicability"] == "machine" for fix in report["fixes"])
+    assert process.stderr.endswith(f"python {copy} --try {relative('gan.py')}\n")
 
 
 def test_report_for_runs_a_script_and_returns_its_report():

@@ -58,6 +58,9 @@ def run(python, tmp_path, value, stop=None):
         pass_fds=(write,),
         text=True,
         start_new_session=True,
+        # SIGINT as a terminal leaves it: a test process may have it ignored, which a new
+        # interpreter, and so the shim's child, would inherit
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     os.close(write)
     pid = None

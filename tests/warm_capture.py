@@ -229,7 +229,11 @@ def serve(path, ready):
             os._exit(0)
         if listener in readable:
             conn = listener.accept()[0]
-            running[conn] = start(conn, listener, running, preloaded)
+            pid = start(conn, listener, running, preloaded)
+            if pid is None:  # the shim ended before it asked
+                conn.close()
+            else:
+                running[conn] = pid
         for conn in [c for c in readable if c in running and c not in stopped]:
             if not conn.recv(1):  # the shim died: stop its child, as a build's death would
                 stopped.add(conn)
@@ -262,7 +266,8 @@ def gc_freeze():
 
 
 def start(conn, listener, running, preloaded):
-    """Read the shim's request and descriptors, fork its child; return the child's pid."""
+    """Read the shim's request and descriptors, fork its child; return the child's pid (None
+    for a shim that ended first)."""
     fds = array.array("i")
     data = b""
     while not data.endswith(b"\n"):
@@ -273,6 +278,10 @@ def start(conn, listener, running, preloaded):
         if not chunk:
             break
         data += chunk
+    if not data.endswith(b"\n"):
+        for fd in fds:
+            os.close(fd)
+        return None
     request = json.loads(data)
     pid = os.fork()
     if pid == 0:
@@ -286,7 +295,8 @@ def start(conn, listener, running, preloaded):
             os._exit(70)
     for fd in fds:
         os.close(fd)
-    conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+    with contextlib.suppress(OSError):  # a shim that died: its end of file stops the child
+        conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
     return pid
 
 
