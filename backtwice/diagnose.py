@@ -4574,6 +4574,7 @@ def main(argv=None):
     if isinstance(options, int):
         return options
     json_path, trying, fixing, args = options
+    own = _own_command()  # before the script's run replaces sys.argv
     if trying and not os.environ.get(TRY_ENV) and not _FORKS:
         _FORKS.append(_Forks().start())
         if _FORKS[0] is None:  # this process is a try, forked: it goes on as a fresh one would
@@ -4596,7 +4597,7 @@ def main(argv=None):
     tracker = _Tracker() if trying else None
     if tracker is not None:
         tracker.start()
-    after = functools.partial(_after, state, tracker, args, shown, fixing)
+    after = functools.partial(_after, state, tracker, args, shown, fixing, own)
     try:
         run()
     except SystemExit:  # sys.exit(main()) after a caught error, pytest, Hydra: report too
@@ -4638,27 +4639,28 @@ def _exit_with(function, *args):
         os._exit(code or 0)
 
 
-def _after(state, tracker, args, shown, fixing):
+def _after(state, tracker, args, shown, fixing, own):
     """Once the script ended: try the fixes (--try), write the first that passed (--fix)."""
     if tracker is not None:
         tracker.stop()
     try:
-        _after_run(state, tracker, args, shown, fixing)
+        _after_run(state, tracker, args, shown, fixing, own)
     finally:
         for forks in filter(None, _FORKS):
             forks.close()
         _FORKS.clear()  # a later main() in this process (a test's) forks afresh
 
 
-def _after_run(state, tracker, args, shown, fixing):
-    """The report's fixes: tried, or the command that would try them; the first written."""
+def _after_run(state, tracker, args, shown, fixing, own):
+    """The report's fixes: tried, or the command that would try them (`own`, this tool's
+    command as the reader typed it); the first written."""
     report = state.report
     if report is None or not report.get("fixes"):
         return
     if tracker is not None:
         _try_all(report, args, tracker, shown, sys.stderr.write)
     elif any(f["applicability"] == "machine" for f in report["fixes"]):
-        command = " ".join(["python -m backtwice.diagnose --try", *map(_quoted, args)])
+        command = " ".join([own, "--try", *map(_quoted, args)])
         state.unprinted = (state.unprinted or format_report(report)) + (
             f"\n{PREFIX}to try each fix on {shown} (it runs again, the edits in memory): {command}"
         )
@@ -4669,6 +4671,15 @@ def _after_run(state, tracker, args, shown, fixing):
     state.unprinted = text if state.unprinted is not None else None
     if state.unprinted is None and not state.quiet:
         _emit(text)
+
+
+def _own_command():
+    """This tool's command as the reader ran it: `python -m backtwice.diagnose` as a module
+    (or imported), `python PATH` as a file (a copy beside the script, site/diagnose.py), the
+    path as typed."""
+    if __spec__ is not None:
+        return "python -m " + __spec__.name
+    return "python " + _quoted(sys.argv[0])
 
 
 def _quoted(arg):
