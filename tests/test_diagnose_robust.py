@@ -169,8 +169,9 @@ WITH_DIAGNOSE = """
 """
 
 
-def check_with_diagnose(tmp_path, script, second):
-    """One report, the right one, and the same script output as the plain run's.
+def check_with_diagnose(tmp_path, script, second, command="python -m backtwice.diagnose"):
+    """One report, the right one, and the same script output as the plain run's; the offer
+    to try the fixes names the diagnoser by `command`, as the run was started.
 
     Under the runner the script's `diagnose(json_path="inner.json")` writes inner.json and the
     runner writes outer.json; the one report printed may be either's text (they name the
@@ -193,7 +194,7 @@ def check_with_diagnose(tmp_path, script, second):
     # and the runner, which can run the script again, offers --try for its machine fixes
     offer = (
         f"{diagnose.PREFIX}to try each fix on {script.name} (it runs again, the edits in"
-        f" memory): python -m backtwice.diagnose --try {script.name}\n"
+        f" memory): {command} --try {script.name}\n"
     )
     machine = any(f["applicability"] == "machine" for f in reports[0]["fixes"])
     assert rest.count(offer) == machine, rest
@@ -215,7 +216,7 @@ def test_with_diagnose_under_a_copied_diagnoser_gives_one_report(tmp_path):
     shutil.copy(diagnose.__file__, tmp_path / "diagnose.py")
     script = write(tmp_path, "train.py", WITH_DIAGNOSE.format(module="diagnose"))
     second = run([sys.executable, "diagnose.py", "--json", "outer.json", script.name], tmp_path)
-    check_with_diagnose(tmp_path, script, second)
+    check_with_diagnose(tmp_path, script, second, command="python diagnose.py")
 
 
 def test_with_diagnose_run_plainly_prints_the_report_once(tmp_path):

@@ -149,7 +149,7 @@ def test_without_try_the_report_offers_the_command_and_marks_fixes_not_tried(tmp
     process, report = diagnose_try(tmp_path, "lstm.py")
     assert {f["tried"]["outcome"] for f in report["fixes"]} == {"not tried"}
     last = process.stderr.rstrip().splitlines()[-1]
-    assert last.endswith("python -m backtwice.diagnose --try lstm.py")
+    assert last.endswith(f"python {diagnose.__file__} --try lstm.py")  # the file, as it was run
     assert "+    state = tuple(s.detach() for s in state)" in process.stderr
 
 
