@@ -20,7 +20,7 @@ from .test_capture import KNOWN, LATE, NUMERICS, write_repro
 SCRIPT = """\
 import os, sys, time
 os.write(int(sys.argv[1]), b"channel")
-print(os.getcwd(), sys.argv, os.environ.get("WARM_TEST"))
+print(os.getcwd(), sys.argv[0], len(sys.argv), os.environ.get("WARM_TEST"))  # not the fd
 print("to stderr", file=sys.stderr)
 with open("pid", "w") as handle:
     handle.write(str(os.getpid()))
