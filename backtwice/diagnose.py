@@ -1420,6 +1420,8 @@ class _Explainer:
         )
         again = self._ran_again(ev.code, freeing)
         sub = _carried(call, freeing, holder, roots, ev.clock, ev.trained, new, again)
+        if sub == "clear" and _kept_on_purpose(holder[2], holder[0]):
+            sub = "store"  # a replay buffer or a queue, not this update's losses
         if sub == "before" and holder and _target(call, node, holder[0], holder[2]):
             sub = "target"
         if ev.updated:
@@ -1870,6 +1872,7 @@ def _say_carried(w):
         "accumulator": f"{var} still holds the loss the call at {first} went through: start a fresh accumulator (`{name} = 0`) before each pass.",
         "kept": f"{var} keeps tensors from earlier steps (built at {built}) with their graphs: store `x.detach()` in it, or clear it each step.",
         "clear": f"{var} keeps tensors (built at {built}) whose graphs an earlier call went through: clear it after each update (`{name}.clear()`).",
+        "store": f"{var} is read again in later steps (sampled, or cut to its last items) and keeps tensors (built at {built}) whose graphs an earlier call went through: add detached values to it (`x.detach()`) if nothing should train through them, or compute what is read from it again in each step; emptying it would lose what it keeps.",
         "attr": f"{var} keeps a tensor (built at {built}) whose graph the call at {first} went through: read it as `{name}.detach()` where it is used again, or store a detached copy in it if nothing before that call needs its graph.",
         "lstm": f"Detach both tensors of {var} after the call at {raised}: `{name} = {pair}`.",
         "before": f"{var} is built at {built} before the loop from parameters the optimizer trains: compute it inside the loop, in each step before the call at {raised}, so they keep training (or, if it is a target they must not learn from, build it under `with torch.no_grad():`).",
@@ -2685,6 +2688,41 @@ def _item_stores(filename, name):
         and isinstance(n.targets[0], ast.Subscript)
         and _alike(_dotted(n.targets[0].value) or "", name)
     ]
+
+
+def _kept_on_purpose(filename, name):
+    """Whether the script keeps the list `name` across updates on purpose: it samples from it
+    (`random.sample(replay, k)`, `random.choice`) or keeps only its last items (`queue =
+    (queue + [v])[-3:]`, `.pop(0)`, `del buf[0]`, a deque with a maxlen)."""
+    if not filename:
+        return False
+
+    def named(n):
+        return _alike(_dotted(n) or "", name)
+
+    for n in ast.walk(_parse(filename)):
+        if isinstance(n, ast.Call):
+            called = _dotted(n.func) or ""
+            last = called.split(".")[-1]
+            if last in ("sample", "choice", "choices") and n.args and named(n.args[0]):
+                return True
+            if last == "pop" and isinstance(n.func, ast.Attribute) and named(n.func.value):
+                return True
+        if isinstance(n, ast.Delete) and any(
+            isinstance(t, ast.Subscript) and named(t.value) for t in n.targets
+        ):
+            return True
+        if not isinstance(n, ast.Assign) or not any(named(t) for t in n.targets):
+            continue
+        value = n.value
+        bounded = isinstance(value, ast.Call) and (_dotted(value.func) or "").endswith("deque")
+        bounded = bounded and (
+            len(value.args) > 1 or any(k.arg == "maxlen" for k in value.keywords)
+        )
+        cut = isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Slice)
+        if bounded or (cut and any(named(x) for x in ast.walk(value.value))):
+            return True
+    return False
 
 
 def _fix_clear(f):

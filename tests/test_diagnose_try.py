@@ -291,6 +291,42 @@ def test_a_list_rebuilt_after_the_step_is_detached_where_it_is_rebuilt(tmp_path)
     assert tried == {(16, detach): "raised", (18, detach): "passed"}
 
 
+# A replay of past outputs that the loss samples from, appended to before the sample, so it
+# holds this step's new tensor beside old ones: emptying it after each update would pass the
+# try and throw the replay away. The script keeps it on purpose (samples it, cuts it to its
+# last items), so no fix empties it and none passes: the report says what to decide.
+REPLAY = """\
+import random
+
+import torch
+from torch import nn
+
+random.seed(0)
+torch.manual_seed(0)
+teacher, student = nn.Linear(5, 3), nn.Linear(5, 3)
+opt = torch.optim.SGD([*teacher.parameters(), *student.parameters()], lr=0.05)
+replay = []
+for step in range(4):
+    x = torch.randn(8, 5)
+    replay.append((x, teacher(x).softmax(1)))
+    if len(replay) > 6:
+        replay.pop(0)
+    batch = random.sample(replay, min(3, len(replay)))
+    loss = sum(-(p * student(xb).log_softmax(1)).sum(1).mean() for xb, p in batch)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_a_list_the_script_samples_from_is_never_emptied_by_a_fix(tmp_path):
+    (tmp_path / "train.py").write_text(REPLAY, encoding="utf-8")
+    report = check_passed(tmp_path, "train.py", False)
+    assert report["cause"] == "carried-state"
+    assert not [e for f in report["fixes"] for e in f["edits"] if ".clear()" in e["new"]]
+    assert report["fix"].startswith("`replay` is read again in later steps")
+
+
 # One forward for the batch, then one backward per example through it, called from a helper
 # whose name ends in `step`: the loop picks another part of one output each pass (a shared
 # forward, not one loss twice), and no optimizer calls the helper back.
