@@ -24,9 +24,8 @@ def build(*args, cwd=ROOT):
     sys.executable gets `--python` naming the warm capture interpreter (tests/warm_capture.py),
     except in a test marked `fresh`."""
     args = [str(arg) for arg in args]
-    python = warm_capture.python()
-    if not OWN_INTERPRETER.intersection(args) and python != sys.executable:
-        args = ["--python", python, *args]
+    if not OWN_INTERPRETER.intersection(args) and warm_capture.python() != sys.executable:
+        args = ["--python", warm_capture.python(), *args]
     return subprocess.run(
         [sys.executable, str(ROOT / "build.py"), *args],
         cwd=cwd,

@@ -228,15 +228,21 @@ def child(request, preloaded):
         opened = os.open(path, flags, 0o600)
         os.dup2(opened, fd)
         os.close(opened)
-    os.chdir(request["cwd"])
+    become(request["args"], request["cwd"], request["env"], preloaded, end)
+
+
+def become(args, cwd, env, preloaded, end):
+    """In a fork whose descriptors are set: run `python ARGS` in cwd with env, as CPython's
+    main would, and leave through `end` (os._exit, taken before the script could replace it)."""
+    os.chdir(cwd)
     os.environ.clear()
-    os.environ.update(request["env"])
+    os.environ.update(env)
     fresh_main()
     if "numpy.random" in sys.modules:  # random reseeds itself after a fork; numpy does not
         sys.modules["numpy.random"].seed()
     status, interrupted = 0, False
     try:
-        start(request["args"])()
+        start(args)()
     except SystemExit as exc:
         status = exit_status(exc.code)
     except BaseException as exc:  # noqa: BLE001 - printed as Python's main prints it

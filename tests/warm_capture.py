@@ -302,7 +302,7 @@ def start(conn, listener, running, preloaded):
 
 def child(request, fds, preloaded):
     """Become `python harness.py CHANNEL_FD` with the shim's descriptors; never returns."""
-    end = os._exit
+    end = os._exit  # the script may replace os._exit (the diagnoser does)
     os.setsid()  # the harness runs in a session of its own, as the build starts it
     # SIGINT as a new interpreter sets it up: ignored if its parent left it ignored (an xdist
     # worker does), else KeyboardInterrupt; the server's own may be either.
@@ -319,18 +319,4 @@ def child(request, fds, preloaded):
         if fd not in (0, 1, 2, int(args[1])):
             os.close(fd)
     os.set_inheritable(int(args[1]), True)  # as subprocess's pass_fds leaves it
-    os.chdir(request["cwd"])
-    os.environ.clear()
-    os.environ.update(request["env"])
-    warm.fresh_main()
-    if "numpy.random" in sys.modules:  # random reseeds itself after a fork; numpy does not
-        sys.modules["numpy.random"].seed()
-    status, interrupted = 0, False
-    try:
-        warm.start(args)()
-    except SystemExit as exc:
-        status = warm.exit_status(exc.code)
-    except BaseException as exc:  # noqa: BLE001 - printed as Python's main prints it
-        status, interrupted = 1, isinstance(exc, KeyboardInterrupt)
-        warm.uncaught(exc)
-    warm.finish(status, interrupted, end, preloaded)
+    warm.become(args, request["cwd"], request["env"], preloaded, end)
