@@ -2640,8 +2640,10 @@ def _fix_state(f):
         found.append(_fix_of(_after_raise(f, fresh), "machine", why))
     why = f"Detach `{f.name}` after each backward, if no gradient should cross steps."
     last = f"Detach `{f.name}` where the step last writes it, if no gradient should cross steps."
-    found.append(_fix_of(_after_raise(f, lines), "machine", why))
+    # Written again after the backward (`target = [tau * t + ...]`): a detach before that write
+    # leaves the new value's graph to the next step, so the one after it comes first.
     found.append(_fix_of(_after_last_write(f, lines), "machine", last))
+    found.append(_fix_of(_after_raise(f, lines), "machine", why))
     if f.nfile == f.rfile and f.nline and f.nline > f.rline:  # updated after the backward
         found.append(_fix_of(_after_update(f, lines), "machine", why))
     if not f.again and f.ffile == f.hfile and not _loops(f.ffile, f.fline):  # a warm-up call
@@ -2669,10 +2671,10 @@ def _fix_kept(f):
     if f.sub == "kept" and not edits:  # a list built anew each step (`mems = update(mems)`)
         lines = [f"{f.name} = [x.detach() for x in {f.name}]"]
         why = f"Detach the tensors in `{f.name}` once a step's backward is done, if no gradient should cross steps."
-        found.append(_fix_of(_after_raise(f, lines), "machine", why))
-        # Built anew after the backward (`queue = (queue + [v])[-3:]`): detach it there.
+        # Built anew after the backward (`queue = (queue + [v])[-3:]`): detach it there first.
         last = f"Detach the tensors in `{f.name}` where the step last builds it, if no gradient should cross steps."
         found.append(_fix_of(_after_last_write(f, lines), "machine", last))
+        found.append(_fix_of(_after_raise(f, lines), "machine", why))
     return found
 
 
@@ -2693,7 +2695,8 @@ def _item_stores(filename, name):
 def _kept_on_purpose(filename, name):
     """Whether the script keeps the list `name` across updates on purpose: it samples from it
     (`random.sample(replay, k)`, `random.choice`) or keeps only its last items (`queue =
-    (queue + [v])[-3:]`, `.pop(0)`, `del buf[0]`, a deque with a maxlen)."""
+    (queue + [v])[-3:]`, `.pop(0)`, `del buf[0]`, a deque with a maxlen). `del buf[:]` empties
+    it: the emptying the fix would add, not a bound."""
     if not filename:
         return False
 
@@ -2709,7 +2712,8 @@ def _kept_on_purpose(filename, name):
             if last == "pop" and isinstance(n.func, ast.Attribute) and named(n.func.value):
                 return True
         if isinstance(n, ast.Delete) and any(
-            isinstance(t, ast.Subscript) and named(t.value) for t in n.targets
+            isinstance(t, ast.Subscript) and named(t.value) and not _all_of(t.slice)
+            for t in n.targets
         ):
             return True
         if not isinstance(n, ast.Assign) or not any(named(t) for t in n.targets):
@@ -2723,6 +2727,11 @@ def _kept_on_purpose(filename, name):
         if bounded or (cut and any(named(x) for x in ast.walk(value.value))):
             return True
     return False
+
+
+def _all_of(index):
+    """Whether a subscript's index is `[:]`, the whole list."""
+    return isinstance(index, ast.Slice) and not (index.lower or index.upper or index.step)
 
 
 def _fix_clear(f):

@@ -327,6 +327,44 @@ def test_a_list_the_script_samples_from_is_never_emptied_by_a_fix(tmp_path):
     assert report["fix"].startswith("`replay` is read again in later steps")
 
 
+# REINFORCE whose log-probabilities are emptied with `del log_probs[:]` only when it logs: a
+# whole-slice delete empties the list, it does not keep the last items, so the list is this
+# update's losses and the fix empties it after each update (tool_s38 offered only a manual fix).
+EMPTIED_WHEN_LOGGED = """\
+import torch
+from torch import nn
+from torch.distributions import Categorical
+
+torch.manual_seed(0)
+policy = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 2))
+opt = torch.optim.Adam(policy.parameters(), lr=1e-2)
+log_probs, rewards = [], []
+for episode in range(4):
+    for t in range(5):
+        m = Categorical(logits=policy(torch.randn(4)))
+        action = m.sample()
+        log_probs.append(m.log_prob(action))
+        rewards.append(0.5 + float(action))
+    returns = torch.tensor(rewards).cumsum(0).flip(0)
+    loss = -sum(lp * r for lp, r in zip(log_probs, returns))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    del rewards[:]
+    if episode % 10 == 0:
+        print(episode, loss.item())
+        del log_probs[:]
+"""
+
+
+def test_a_list_emptied_by_a_whole_slice_delete_is_emptied_by_the_fix(tmp_path):
+    (tmp_path / "train.py").write_text(EMPTIED_WHEN_LOGGED, encoding="utf-8")
+    report = check_passed(tmp_path, "train.py", True)
+    assert report["cause"] == "carried-state"
+    (first, *_) = [f for f in report["fixes"] if f["tried"]["outcome"] == "passed"]
+    assert [e["new"] for e in first["edits"]] == ["    log_probs.clear()\n"], first["diff"]
+
+
 # One forward for the batch, then one backward per example through it, called from a helper
 # whose name ends in `step`: the loop picks another part of one output each pass (a shared
 # forward, not one loss twice), and no optimizer calls the helper back.
