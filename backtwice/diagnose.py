@@ -1643,7 +1643,7 @@ class _Explainer:
         if sub in ("rnn", "lstm", "lstm-both") and call and name:
             special = special or bool(_window(call.site, name))
         summed = between[1] if between and between[0] == "summed" else None
-        deep = self._deep(node, frames) if cause == "carried-state" else []
+        deep, tuples = self._deep(node, frames) if cause == "carried-state" else ([], [])
         return dict(
             cause=cause,
             sub=sub or "",
@@ -1678,6 +1678,7 @@ class _Explainer:
             optimizers=bool(self.rec.steps) or bool(self._optimizers()),
             closest=self._closest(node, frames) if cause == "shared-forward" else None,
             deep=deep,
+            tuples=tuples,
             root=next((n for n, _, _ in self._root_names(call, frames)), None) if call else None,
             graphs={
                 name
@@ -1690,8 +1691,9 @@ class _Explainer:
     def _deep(self, node, frames, limit=3000):
         """Paths, from names the reader's frames hold, of tensors kept on objects (attributes
         of modules and objects, items of their lists and dicts, a few levels down) whose graph
-        reaches the node: `model.attn.cache_k`, `model.style_loss_1.target`."""
-        found, seen, level = [], set(), []
+        reaches the node: `model.attn.cache_k`, `model.style_loss_1.target`; and the paths of the
+        tuples of tensors on the way (`model.cell.state` of an LSTM's (h, c))."""
+        found, seen, level, tuples = [], set(), [], []
         for frame in frames:
             for scope in (frame.f_locals, frame.f_globals):
                 for name, value in list(scope.items()):
@@ -1712,9 +1714,11 @@ class _Explainer:
                     ):
                         found.append(path)
                     continue
+                if isinstance(value, tuple) and value and len(_kind(value)[1]) == len(value):
+                    tuples.append(path)  # its items cannot be assigned: it is rebuilt whole
                 deeper += _members(path, value)
             level = deeper
-        return found
+        return found, tuples
 
     def _closest(self, node, frames):
         """The name in the reader's frames whose tensor's graph reaches the node soonest."""
@@ -2491,11 +2495,56 @@ def _fix_deep(f):
         why = f"Detach `{path}` once a step's backward is done, so the next step starts from its value."
         found.append(_fix_of(_after_raise(f, [f"{path} = {path}.detach()"]), "machine", why))
     if len(_deep_paths(f)) > 1:  # a pair kept together (a KV cache's keys and values)
-        paths = _deep_paths(f)[:4]
-        lines = [", ".join(paths) + " = " + ", ".join(p + ".detach()" for p in paths)]
+        # A tuple's items are not assigned one by one (`state[0] = ...` raises): it is rebuilt.
+        paths = list(dict.fromkeys(_tuple_of(p, f.tuples) for p in _deep_paths(f)[:4]))
+        lines = [", ".join(paths) + " = " + ", ".join(_detach_of(p, f.tuples) for p in paths)]
         why = f"Detach {', '.join(f'`{p}`' for p in paths)} once a step's backward is done."
         found.insert(0, _fix_of(_after_raise(f, lines), "machine", why))
+        found += _fix_reset(f, paths)
     return found
+
+
+def _tuple_of(path, tuples):
+    """`x` for `x[0]` where `x` is a tuple; else the path."""
+    base = path.rsplit("[", 1)[0]
+    return base if path.endswith("]") and base in tuples else path
+
+
+def _detach_of(path, tuples):
+    return f"tuple(x.detach() for x in {path})" if path in tuples else f"{path}.detach()"
+
+
+def _fix_reset(f, paths):
+    """A state its module starts afresh when it is None (`if self.state is None:`): set it to
+    None after each step, where each batch is a sequence of its own."""
+    found = []
+    for path in paths:
+        attr = re.match(r"[\w.\[\]]*\.(\w+)$", path)
+        if attr is None or not _lazy(f.hfile, attr.group(1)):
+            continue
+        why = (
+            f"Start each step from a fresh `{path}` (None, which its module fills), if each batch"
+            " is a sequence of its own rather than the next part of one stream."
+        )
+        found.append(_fix_of(_after_raise(f, [f"{path} = None"]), "machine", why))
+    return found
+
+
+def _lazy(filename, attr):
+    """Whether the file tests `self.<attr> is None` (a state made when it is missing)."""
+    if not filename:
+        return False
+    for n in ast.walk(_parse(filename)):
+        if not isinstance(n, ast.Compare) or len(n.ops) != 1 or not isinstance(n.ops[0], ast.Is):
+            continue
+        right = n.comparators[0]
+        if (
+            isinstance(right, ast.Constant)
+            and right.value is None
+            and _dotted(n.left) == f"self.{attr}"
+        ):
+            return True
+    return False
 
 
 def _alike(one, other):

@@ -5,6 +5,7 @@ of the script, which runs plainly under tests/grad_probe.py, and must run and tr
 parameter the original trained before the error.
 """
 
+import ast
 import json
 import os
 import shutil
@@ -363,6 +364,64 @@ def test_a_list_emptied_by_a_whole_slice_delete_is_emptied_by_the_fix(tmp_path):
     assert report["cause"] == "carried-state"
     (first, *_) = [f for f in report["fixes"] if f["tried"]["outcome"] == "passed"]
     assert [e["new"] for e in first["edits"]] == ["    log_probs.clear()\n"], first["diff"]
+
+
+# An LSTM cell that keeps its (h, c) tuple on itself, made when it is None, and never reset
+# between batches: a tuple's items cannot be assigned, so the detach rebuilds the tuple, and
+# the module's own None start is offered for batches that are sequences of their own.
+STATE_TUPLE = """\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+
+
+class Tracker(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cell = nn.LSTMCell(3, 6)
+        self.state = None
+
+    def forward(self, xs):
+        outs = []
+        for x in xs:
+            if self.state is None:
+                self.state = (x.new_zeros(len(x), 6), x.new_zeros(len(x), 6))
+            self.state = self.cell(x, self.state)
+            outs.append(self.state[0])
+        return torch.stack(outs)
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.tracker = Tracker()
+        self.head = nn.Linear(6, 1)
+
+    def forward(self, xs):
+        return self.head(self.tracker(xs))
+
+
+model = Model()
+opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+for batch in range(3):
+    xs, ys = torch.randn(4, 2, 3), torch.randn(4, 2, 1)
+    loss = nn.functional.mse_loss(model(xs), ys)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_a_tuple_kept_on_a_module_is_detached_whole_or_started_afresh(tmp_path):
+    (tmp_path / "train.py").write_text(STATE_TUPLE, encoding="utf-8")
+    report = check_passed(tmp_path, "train.py", True)
+    new = {e["new"].strip(): f["tried"]["outcome"] for f in report["fixes"] for e in f["edits"]}
+    whole = "model.tracker.state = tuple(x.detach() for x in model.tracker.state)"
+    assert new.get(whole) == "passed", report["fixes"]
+    assert new.get("model.tracker.state = None") == "passed", report["fixes"]
+    targets = [t for x in new for n in ast.parse(x).body for t in getattr(n, "targets", [])]
+    assert not [t for t in targets if isinstance(t, (ast.Tuple, ast.Subscript))], new
 
 
 # One forward for the batch, then one backward per example through it, called from a helper
