@@ -339,9 +339,29 @@ def _stored(filename, line):
             "put",
         ):
             names = [getattr(x, "id", None) for a in n.args for x in ast.walk(a)]
-            if any(name in made for name in names):
+            if any(name in made for name in names) and not _local_list(tree, func.value):
                 return ast.get_source_segment(text, func.value), "bank", None, 1, None
     return None
+
+
+def _local_list(tree, value):
+    """Whether `value` names a list its function makes anew on every call (`outs = []` in the
+    same function): it holds one call's values and cannot carry a graph into a later step."""
+    if not isinstance(value, ast.Name):
+        return False
+    scope = _scope(tree, value.lineno)
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    for n in ast.walk(scope):
+        if isinstance(n, (ast.Global, ast.Nonlocal)) and value.id in n.names:
+            return False
+    return any(
+        isinstance(n, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == value.id for t in n.targets)
+        and isinstance(n.value, (ast.List, ast.Dict, ast.ListComp))
+        and _scope(scope, n.lineno) is scope
+        for n in ast.walk(scope)
+    )
 
 
 def _same(shown, name):
@@ -1643,7 +1663,7 @@ class _Explainer:
         if sub in ("rnn", "lstm", "lstm-both") and call and name:
             special = special or bool(_window(call.site, name))
         summed = between[1] if between and between[0] == "summed" else None
-        deep, tuples = self._deep(node, frames) if cause == "carried-state" else ([], [])
+        deep, tuples, beside = self._deep(node, frames) if cause == "carried-state" else ([],) * 3
         return dict(
             cause=cause,
             sub=sub or "",
@@ -1679,6 +1699,7 @@ class _Explainer:
             closest=self._closest(node, frames) if cause == "shared-forward" else None,
             deep=deep,
             tuples=tuples,
+            beside=beside,
             root=next((n for n, _, _ in self._root_names(call, frames)), None) if call else None,
             graphs={
                 name
@@ -1692,8 +1713,9 @@ class _Explainer:
         """Paths, from names the reader's frames hold, of tensors kept on objects (attributes
         of modules and objects, items of their lists and dicts, a few levels down) whose graph
         reaches the node: `model.attn.cache_k`, `model.style_loss_1.target`; and the paths of the
-        tuples of tensors on the way (`model.cell.state` of an LSTM's (h, c))."""
-        found, seen, level, tuples = [], set(), [], []
+        tuples of tensors on the way (`model.cell.state` of an LSTM's (h, c)); and the paths of
+        every tensor with a graph kept beside a found one on its object (`model.attn.z`)."""
+        found, seen, level, tuples, objects = [], set(), [], [], {}
         for frame in frames:
             for scope in (frame.f_locals, frame.f_globals):
                 for name, value in list(scope.items()):
@@ -1716,9 +1738,17 @@ class _Explainer:
                     continue
                 if isinstance(value, tuple) and value and len(_kind(value)[1]) == len(value):
                     tuples.append(path)  # its items cannot be assigned: it is rebuilt whole
+                objects[path] = value
                 deeper += _members(path, value)
             level = deeper
-        return found, tuples
+        beside = [
+            near
+            for owner in dict.fromkeys(p.rsplit(".", 1)[0] for p in found if "." in p)
+            if owner in objects
+            for near, value in _members(owner, objects[owner])
+            if isinstance(value, torch.Tensor) and value.grad_fn is not None
+        ]
+        return found, tuples, beside
 
     def _closest(self, node, frames):
         """The name in the reader's frames whose tensor's graph reaches the node soonest."""
@@ -2569,7 +2599,31 @@ def _state_lines(f):
     names = f.name.split(", ")
     if len(names) == 1 and (f.kind in ("tuple", "pair") or f.sub.startswith("lstm")):
         return [f"{f.name} = tuple(s.detach() for s in {f.name})"]
+    names += _siblings(f) if len(names) == 1 else []
     return [", ".join(names) + " = " + ", ".join(n + ".detach()" for n in names)]
+
+
+def _siblings(f):
+    """The other states the function that updates `self.x` updates from themselves in the same
+    way (`self.z = self.z + k` beside `self.kv = self.kv + outer(k, v)`): they carry too, and a
+    detach of one leaves the next step to raise on the other."""
+    if not f.name.startswith("self.") or not f.nfile or not f.nline:
+        return []
+    tree = _parse(f.nfile)
+    scope = _scope(tree, f.nline)
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return []
+    found = []
+    for n in ast.walk(scope):
+        if not isinstance(n, ast.Assign) or len(n.targets) != 1:
+            continue
+        name = _dotted(n.targets[0]) or ""
+        reads = {_dotted(x) for x in ast.walk(n.value) if isinstance(x, ast.Attribute)}
+        if name.startswith("self.") and "." not in name[5:] and name != f.name and name in reads:
+            found.append(name)
+    # Only those that hold a graph at the error (never a step counter `self.n = self.n + 1`).
+    held = {p.rsplit(".", 1)[-1] for p in f.beside}
+    return [n for n in dict.fromkeys(found) if n[5:] in held]
 
 
 def _after_raise(f, lines):
@@ -2579,6 +2633,9 @@ def _after_raise(f, lines):
     for path in _deep_paths(f):
         attr = path.rsplit(".", 1)[-1]
         lines = [re.sub(rf"\bself\.{attr}\b", path, t) for t in lines]
+        if f"self.{attr}" == f.name and "." in path:  # its siblings on the same object
+            owner = path.rsplit(".", 1)[0]
+            lines = [re.sub(r"\bself\.(\w+)\b", rf"{owner}.\1", t) for t in lines]
     roots = {x.id for n in ast.parse("\n".join(lines)).body for x in _written(n)}
     sites = [s for s in sites if all(_binds(*s, name) for name in roots)]  # never a stray name
     return [_insert_after(file, line, lines) for file, line in sites[-1:]] or [None]
@@ -2687,8 +2744,9 @@ def _fix_state(f):
         why = f"Start each step from a fresh leaf `{f.name}`, whose `.grad` is still filled."
         found.append(_fix_of(_after_update(f, fresh), "machine", why))
         found.append(_fix_of(_after_raise(f, fresh), "machine", why))
-    why = f"Detach `{f.name}` after each backward, if no gradient should cross steps."
-    last = f"Detach `{f.name}` where the step last writes it, if no gradient should cross steps."
+    both = " and ".join(f"`{n}`" for n in [f.name, *_siblings(f)][:4])  # `self.kv` and `self.z`
+    why = f"Detach {both} after each backward, if no gradient should cross steps."
+    last = f"Detach {both} where the step last writes it, if no gradient should cross steps."
     # Written again after the backward (`target = [tau * t + ...]`): a detach before that write
     # leaves the new value's graph to the next step, so the one after it comes first.
     found.append(_fix_of(_after_last_write(f, lines), "machine", last))
@@ -2699,7 +2757,7 @@ def _fix_state(f):
         why = f"Detach `{f.name}` after the call at line {f.fline} too, which freed its graph before the loop."
         found.append(_fix_of([_insert_after(f.ffile, f.fline, lines)], "machine", why))
     if f.name.startswith("self.") or f.nfile != f.rfile:  # out of the loop's reach
-        why = f"Detach `{f.name}` where the next forward pass reads it, if no gradient should flow across steps."
+        why = f"Detach {both} where the next forward pass reads it, if no gradient should flow across steps."
         found.append(_fix_of(_before_forward(f, lines), "machine", why))
     return found
 

@@ -424,6 +424,98 @@ def test_a_tuple_kept_on_a_module_is_detached_whole_or_started_afresh(tmp_path):
     assert not [t for t in targets if isinstance(t, (ast.Tuple, ast.Subscript))], new
 
 
+# A recurrent model whose forward collects each step's output in a list it makes on every call
+# and hands its last state back to the loop, which passes it in again: the list holds one call's
+# outputs, and the carrier is the state the loop keeps (tool_s39 named the list and stored its
+# items detached, which raised).
+LOCAL_LIST = """\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+
+
+class Smoother(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rate = nn.Parameter(torch.tensor(0.3))
+        self.head = nn.Linear(5, 1)
+
+    def forward(self, xs, level):
+        preds = []
+        for x in xs:
+            level = level + torch.sigmoid(self.rate) * (x - level)
+            preds.append(self.head(level))
+        return torch.stack(preds), level
+
+
+model = Smoother()
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+level = torch.zeros(5)
+for chunk in range(3):
+    xs, ys = torch.randn(6, 5), torch.randn(6, 1)
+    out, level = model(xs, level)
+    loss = nn.functional.mse_loss(out, ys)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_a_list_its_function_makes_on_every_call_is_not_the_carrier(tmp_path):
+    (tmp_path / "train.py").write_text(LOCAL_LIST, encoding="utf-8")
+    report = check_passed(tmp_path, "train.py", True)
+    assert "`preds`" not in report["fix"], report["fix"]
+    (first, *_) = [f for f in report["fixes"] if f["tried"]["outcome"] == "passed"]
+    assert [e["new"].strip() for e in first["edits"]] == ["level = level.detach()"], first["diff"]
+
+
+# Two running sums a module updates from themselves in one forward, and a step counter beside
+# them: the detach takes both sums (one alone leaves the next step to raise on the other) and
+# never the counter, an int.
+TWO_SUMS = """\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+
+
+class Memory(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.key = nn.Linear(4, 4)
+        self.total = torch.zeros(4)
+        self.weight = torch.zeros(())
+        self.calls = 0
+
+    def forward(self, x):
+        k = torch.sigmoid(self.key(x))
+        self.total = self.total + (k * x).sum(0)
+        self.weight = self.weight + k.sum()
+        self.calls = self.calls + 1
+        return x + self.total / (self.weight + 1.0)
+
+
+model = nn.Sequential(Memory(), nn.Linear(4, 1))
+opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+for step in range(3):
+    x, y = torch.randn(8, 4), torch.randn(8, 1)
+    loss = nn.functional.mse_loss(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_states_a_forward_updates_together_are_detached_together(tmp_path):
+    (tmp_path / "train.py").write_text(TWO_SUMS, encoding="utf-8")
+    report = check_passed(tmp_path, "train.py", True)
+    (first, *_) = [f for f in report["fixes"] if f["tried"]["outcome"] == "passed"]
+    (edit,) = first["edits"]
+    assert "model[0].total.detach()" in edit["new"] and "model[0].weight.detach()" in edit["new"]
+    assert "calls" not in edit["new"], first["diff"]
+
+
 # One forward for the batch, then one backward per example through it, called from a helper
 # whose name ends in `step`: the loop picks another part of one output each pass (a shared
 # forward, not one loss twice), and no optimizer calls the helper back.
