@@ -2530,8 +2530,7 @@ def _fix_deep(f):
         lines = [", ".join(paths) + " = " + ", ".join(_detach_of(p, f.tuples) for p in paths)]
         why = f"Detach {', '.join(f'`{p}`' for p in paths)} once a step's backward is done."
         found.insert(0, _fix_of(_after_raise(f, lines), "machine", why))
-        found += _fix_reset(f, paths)
-    return found
+    return found + _fix_reset(f, list(dict.fromkeys(_tuple_of(p, f.tuples) for p in f.deep[:3])))
 
 
 def _tuple_of(path, tuples):
@@ -2541,23 +2540,54 @@ def _tuple_of(path, tuples):
 
 
 def _detach_of(path, tuples):
-    return f"tuple(x.detach() for x in {path})" if path in tuples else f"{path}.detach()"
+    return f"tuple(s.detach() for s in {path})" if path in tuples else f"{path}.detach()"
 
 
 def _fix_reset(f, paths):
-    """A state its module starts afresh when it is None (`if self.state is None:`): set it to
-    None after each step, where each batch is a sequence of its own."""
+    """A state its module starts afresh when it is None (`if self.state is None:`), or that
+    `__init__` makes from nothing of its own (`self.hidden = self.init_hidden(B)`): start it so
+    after each step, where each batch is a sequence of its own."""
     found = []
     for path in paths:
         attr = re.match(r"[\w.\[\]]*\.(\w+)$", path)
-        if attr is None or not _lazy(f.hfile, attr.group(1)):
+        if attr is None or path.endswith("]"):
             continue
+        owner, name = path.rsplit(".", 1)[0], attr.group(1)
+        start = "None" if _lazy(f.hfile, name) else _initial(f.hfile, name, owner)
+        if start is None:
+            continue
+        how = "None, which its module fills" if start == "None" else "as `__init__` makes it"
         why = (
-            f"Start each step from a fresh `{path}` (None, which its module fills), if each batch"
-            " is a sequence of its own rather than the next part of one stream."
+            f"Start each step from a fresh `{path}` ({how}), if each batch is a sequence of its"
+            " own rather than the next part of one stream."
         )
-        found.append(_fix_of(_after_raise(f, [f"{path} = None"]), "machine", why))
+        found.append(_fix_of(_after_raise(f, [f"{path} = {start}"]), "machine", why))
     return found
+
+
+def _initial(filename, attr, owner):
+    """`__init__`'s value for `self.<attr>`, with `self.` read on `owner`, where it reads no
+    argument or local of `__init__` (a loop far from it has none of those)."""
+    if not filename:
+        return None
+    text = "".join(linecache.getlines(filename))
+    for n in ast.walk(_parse(filename)):
+        if not isinstance(n, ast.FunctionDef) or n.name != "__init__":
+            continue
+        own = {a.arg for a in [*n.args.posonlyargs, *n.args.args, *n.args.kwonlyargs]}
+        own |= {
+            x.id for x in ast.walk(n) if isinstance(x, ast.Name) and isinstance(x.ctx, ast.Store)
+        }
+        for m in ast.walk(n):
+            if not isinstance(m, ast.Assign) or len(m.targets) != 1:
+                continue
+            if _dotted(m.targets[0]) != f"self.{attr}":
+                continue
+            read = {x.id for x in ast.walk(m.value) if isinstance(x, ast.Name)} - {"self"}
+            if read & own or isinstance(m.value, ast.Constant):
+                return None
+            return re.sub(r"\bself\.", owner + ".", ast.get_source_segment(text, m.value))
+    return None
 
 
 def _lazy(filename, attr):

@@ -417,7 +417,7 @@ def test_a_tuple_kept_on_a_module_is_detached_whole_or_started_afresh(tmp_path):
     (tmp_path / "train.py").write_text(STATE_TUPLE, encoding="utf-8")
     report = check_passed(tmp_path, "train.py", True)
     new = {e["new"].strip(): f["tried"]["outcome"] for f in report["fixes"] for e in f["edits"]}
-    whole = "model.tracker.state = tuple(x.detach() for x in model.tracker.state)"
+    whole = "model.tracker.state = tuple(s.detach() for s in model.tracker.state)"
     assert new.get(whole) == "passed", report["fixes"]
     assert new.get("model.tracker.state = None") == "passed", report["fixes"]
     targets = [t for x in new for n in ast.parse(x).body for t in getattr(n, "targets", [])]
@@ -514,6 +514,51 @@ def test_states_a_forward_updates_together_are_detached_together(tmp_path):
     (edit,) = first["edits"]
     assert "model[0].total.detach()" in edit["new"] and "model[0].weight.detach()" in edit["new"]
     assert "calls" not in edit["new"], first["diff"]
+
+
+# A decoder that sums its attention over steps into a tensor `__init__` makes and no batch
+# resets: beside the detach, the tool offers to start each step as `__init__` does, where that
+# reads nothing of `__init__`'s own (`WIDTH`, a global, yes; the argument `width`, no).
+SUMMED = """\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+WIDTH = 6
+
+
+class Decoder(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.score = nn.Linear(width, width)
+        self.seen = torch.zeros(WIDTH)
+
+    def forward(self, x):
+        attn = torch.softmax(self.score(x) - self.seen, dim=-1)
+        self.seen = self.seen + attn.mean(0)
+        return (attn * x).sum(-1, keepdim=True)
+
+
+model = Decoder(WIDTH)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for batch in range(3):
+    x, y = torch.randn(5, WIDTH), torch.randn(5, 1)
+    loss = nn.functional.mse_loss(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize("start", ["WIDTH", "width"])
+def test_a_state_init_makes_is_started_afresh_only_from_what_the_loop_can_read(tmp_path, start):
+    script = SUMMED.replace("torch.zeros(WIDTH)", f"torch.zeros({start})")
+    (tmp_path / "train.py").write_text(script, encoding="utf-8")
+    report = check_passed(tmp_path, "train.py", True)
+    new = {e["new"].strip(): f["tried"]["outcome"] for f in report["fixes"] for e in f["edits"]}
+    assert new.get("model.seen = model.seen.detach()") == "passed", new
+    assert new.get("model.seen = torch.zeros(WIDTH)") == ("passed" if start == "WIDTH" else None)
+    assert "model.seen = torch.zeros(width)" not in new
 
 
 # One forward for the batch, then one backward per example through it, called from a helper
