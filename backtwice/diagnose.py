@@ -2553,6 +2553,8 @@ def _fix_reset(f, paths):
         if attr is None or path.endswith("]"):
             continue
         owner, name = path.rsplit(".", 1)[0], attr.group(1)
+        if _made_in_init(f.hfile, path):
+            continue  # computed from the object's parameters: a property, not a fresh start
         start = "None" if _lazy(f.hfile, name) else _initial(f.hfile, name, owner)
         if start is None:
             continue
@@ -2980,13 +2982,46 @@ def _built_from(filename, made, graphs):
 
 
 def _fix_property(f):
-    """A tensor an object computes once, in `__init__`, from its own parameters: a property
-    computes it at each use instead (`self.mask = torch.sigmoid(self.logits)`)."""
-    name = f.name or ""
-    stores = _assignments(f.hfile, name) if f.hfile and re.fullmatch(r"\w+(\.\w+)+", name) else []
+    """Tensors an object computes once, in `__init__`, from its own parameters: properties
+    compute them at each use instead (`self.mask = torch.sigmoid(self.logits)`). The holder,
+    and the others of its object that hold a graph at the error (a Hopfield layer's `keys`
+    beside its `values`), go together: one left behind raises in the next step."""
+    names = [f.name or "", *[p for p in [*f.deep, *f.beside] if re.fullmatch(_HELD, p)]]
+    found, named = {}, {}
+    for name in names:
+        made = _made_in_init(f.hfile, name)
+        if made and made[0].lineno not in found:
+            found[made[0].lineno], named[made[0].lineno] = made, name
+    if not found or len({id(init) for _, init, _ in found.values()}) != 1:
+        return None
+    init = next(iter(found.values()))[1]
+    pad = _indent(f.hfile, init.lineno)
+    text = "".join(
+        f"\n{pad}@property\n{pad}def {attr}(self):\n{pad}    return {value}\n"
+        for _, (n, _, (attr, value)) in sorted(found.items())
+    )
+    edits = [_delete(f.hfile, line) for line in sorted(found)]
+    edits.append(_edit(f.hfile, init.end_lineno + 1, init.end_lineno, text))
+    shown = " and ".join(f"`{named[line]}`" for line in sorted(found))
+    it, comes = ("them", "they come") if len(found) > 1 else ("it", "it comes")
+    why = (
+        f"Compute {shown} in each forward pass, as a property, so the parameters {comes} from"
+        f" keep training through {it}."
+    )
+    return _fix_of(edits, "machine", why)
+
+
+_HELD = r"[\w\[\]]+(\.[\w\[\]]+)*\.\w+"  # an attribute held on an object: `model[0].shift`
+
+
+def _made_in_init(filename, name):
+    """(statement, `__init__`, (attribute, value's source)) where `__init__` alone assigns
+    `self.<attribute>` of `name` on one line, from the object's own state and nothing only
+    `__init__` has; else None."""
+    stores = _assignments(filename, name) if filename and re.fullmatch(_HELD, name) else []
     if len(stores) != 1 or stores[0].lineno != stores[0].end_lineno:
         return None
-    n, tree, attr = stores[0], _parse(f.hfile), name.rsplit(".", 1)[1]
+    n, tree, attr = stores[0], _parse(filename), name.rsplit(".", 1)[1]
     init = _scope(tree, n.lineno)
     if (
         getattr(init, "name", None) != "__init__"
@@ -3000,15 +3035,8 @@ def _fix_property(f):
     own = {x for x in reads if x.startswith("self.")}
     if not own or (reads - own - {"self"}) & local:
         return None  # it reads nothing of the object's, or what only __init__ has
-    pad = _indent(f.hfile, init.lineno)
-    value = ast.get_source_segment("".join(linecache.getlines(f.hfile)), n.value)
-    text = f"\n{pad}@property\n{pad}def {attr}(self):\n{pad}    return {value}\n"
-    edits = [_delete(f.hfile, n.lineno), _edit(f.hfile, init.end_lineno + 1, init.end_lineno, text)]
-    why = (
-        f"Compute `{name}` in each forward pass, as a property, so the parameters it comes from"
-        " keep training through it."
-    )
-    return _fix_of(edits, "machine", why)
+    value = ast.get_source_segment("".join(linecache.getlines(filename)), n.value)
+    return n, init, (attr, value)
 
 
 def _copied(filename, statements, line):

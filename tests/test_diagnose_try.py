@@ -561,6 +561,47 @@ def test_a_state_init_makes_is_started_afresh_only_from_what_the_loop_can_read(t
     assert "model.seen = torch.zeros(width)" not in new
 
 
+# A layer that computes two tensors once in `__init__` from its own parameters and reads both in
+# forward: the property fix takes both (one alone leaves the next step to raise on the other).
+TWO_IN_INIT = """\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+
+
+class Scaled(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.raw = nn.Parameter(torch.randn(n, n) * 0.3)
+        self.gain = nn.Parameter(torch.ones(n))
+        self.weight = self.raw * self.gain
+        self.shift = torch.tanh(self.gain)
+
+    def forward(self, x):
+        return x @ self.weight + self.shift
+
+
+model = nn.Sequential(Scaled(4), nn.ReLU(), nn.Linear(4, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(3):
+    x, y = torch.randn(8, 4), torch.randn(8, 1)
+    loss = nn.functional.mse_loss(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_tensors_init_computes_from_parameters_become_properties_together(tmp_path):
+    (tmp_path / "train.py").write_text(TWO_IN_INIT, encoding="utf-8")
+    report = check_passed(tmp_path, "train.py", True)
+    (first, *_) = [f for f in report["fixes"] if f["tried"]["outcome"] == "passed"]
+    assert first["why"].startswith("Compute `model[0].weight` and `model[0].shift` in each"), first
+    added = "".join(e["new"] for e in first["edits"])
+    assert "def weight(self)" in added and "def shift(self)" in added, first["diff"]
+
+
 # One forward for the batch, then one backward per example through it, called from a helper
 # whose name ends in `step`: the loop picks another part of one output each pass (a shared
 # forward, not one loss twice), and no optimizer calls the helper back.
