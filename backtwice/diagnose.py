@@ -2751,11 +2751,20 @@ def _after_last_write(f, lines):
 
 
 def _before_forward(f, lines):
+    # Before the pass first reads the state: in a function, its first statement that reads it,
+    # or the loop around that (a forward's loop over time steps), where a detach would cut the
+    # pass's own steps apart, or what it just computed from this batch, from their graph.
     if not f.nfile or not f.nline:
         return [None]
     first = f.name.split(", ")[0]
     guarded = [f"if {first} is not None:"] + ["    " + t for t in lines]
-    return [_insert_before(f.nfile, f.nline, guarded)]
+    scope, line = _scope(_parse(f.nfile), f.nline), f.nline
+    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        reads = [n for name, n in _names(scope, ast.Load) if name == first]
+        line = min([*reads, f.nline])
+        loops = _loops(f.nfile, line)
+        line = min(loops)[0] if loops else line
+    return [_insert_before(f.nfile, line, guarded)]
 
 
 def _fix_state(f):

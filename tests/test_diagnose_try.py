@@ -602,6 +602,54 @@ def test_tensors_init_computes_from_parameters_become_properties_together(tmp_pa
     assert "def weight(self)" in added and "def shift(self)" in added, first["diff"]
 
 
+# A trainer that keeps its cell's state on itself and steps through time in a loop: the detach
+# "where the next forward pass reads it" goes before the pass's first read of the state, and so
+# before the loop around it; inside the loop it would cut each step from the one before.
+TIME_LOOP = """\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+
+
+class Trainer:
+    def __init__(self):
+        self.cell, self.head = nn.RNNCell(3, 5), nn.Linear(5, 1)
+        params = [*self.cell.parameters(), *self.head.parameters()]
+        self.opt = torch.optim.SGD(params, lr=0.05)
+        self.h = torch.zeros(2, 5)
+
+    def step(self, xs):
+        total = 0
+        for x in xs:
+            self.h = self.cell(x, self.h)
+            total = total + self.head(self.h).pow(2).mean()
+        self.opt.zero_grad()
+        total.backward()
+        self.opt.step()
+
+
+trainer = Trainer()
+for batch in range(3):
+    trainer.step(torch.randn(4, 2, 3))
+"""
+
+
+def test_a_detach_where_the_forward_reads_a_state_goes_before_its_time_loop(tmp_path):
+    (tmp_path / "train.py").write_text(TIME_LOOP, encoding="utf-8")
+    report = check_passed(tmp_path, "train.py", True)
+    (fix,) = [f for f in report["fixes"] if "where the next forward pass reads it" in f["why"]]
+    assert TIME_LOOP.splitlines()[15].strip() == "for x in xs:"
+    assert fix["edits"] == [
+        {
+            "file": "train.py",
+            "start": 16,
+            "end": 15,
+            "new": "        if self.h is not None:\n            self.h = self.h.detach()\n",
+        }
+    ], fix["diff"]
+
+
 # One forward for the batch, then one backward per example through it, called from a helper
 # whose name ends in `step`: the loop picks another part of one output each pass (a shared
 # forward, not one loss twice), and no optimizer calls the helper back.
