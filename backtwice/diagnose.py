@@ -2507,11 +2507,14 @@ def _members(path, value):
     return found
 
 
+_LAST_ATTR = r"[\w.\[\]]*\.(\w+)$"  # the attribute a path ends in: `shift` of `model[0].shift`
+
+
 def _fix_deep(f):
     """A tensor kept on an object, found there: store it detached, or detach it after the step."""
     found = []
     for path in f.deep[:3]:
-        attr = re.match(r"[\w.\[\]]*\.(\w+)$", path)
+        attr = re.match(_LAST_ATTR, path)
         if attr is None:
             continue
         stores = [
@@ -2549,8 +2552,8 @@ def _fix_reset(f, paths):
     after each step, where each batch is a sequence of its own."""
     found = []
     for path in paths:
-        attr = re.match(r"[\w.\[\]]*\.(\w+)$", path)
-        if attr is None or path.endswith("]"):
+        attr = re.match(_LAST_ATTR, path)
+        if attr is None:
             continue
         owner, name = path.rsplit(".", 1)[0], attr.group(1)
         if _made_in_init(f.hfile, path):
@@ -2576,10 +2579,7 @@ def _initial(filename, attr, owner):
     for n in ast.walk(_parse(filename)):
         if not isinstance(n, ast.FunctionDef) or n.name != "__init__":
             continue
-        own = {a.arg for a in [*n.args.posonlyargs, *n.args.args, *n.args.kwonlyargs]}
-        own |= {
-            x.id for x in ast.walk(n) if isinstance(x, ast.Name) and isinstance(x.ctx, ast.Store)
-        }
+        own = _init_own(n)
         for m in ast.walk(n):
             if not isinstance(m, ast.Assign) or len(m.targets) != 1:
                 continue
@@ -3020,6 +3020,12 @@ def _fix_property(f):
     return _fix_of(edits, "machine", why)
 
 
+def _init_own(init):
+    """The names only `__init__` has: its arguments and what it assigns."""
+    arguments = init.args.posonlyargs + init.args.args + init.args.kwonlyargs
+    return {a.arg for a in arguments} | {x for x, _ in _names(init, ast.Store)}
+
+
 _HELD = r"[\w\[\]]+(\.[\w\[\]]+)*\.\w+"  # an attribute held on an object: `model[0].shift`
 
 
@@ -3038,8 +3044,7 @@ def _made_in_init(filename, name):
         or _fresh(n.value)
     ):
         return None
-    arguments = init.args.posonlyargs + init.args.args + init.args.kwonlyargs
-    local = {a.arg for a in arguments} | {x for x, _ in _names(init, ast.Store)}
+    local = _init_own(init)
     reads = {x for x, _ in _names(n.value, ast.Load) if x}
     own = {x for x in reads if x.startswith("self.")}
     if not own or (reads - own - {"self"}) & local:

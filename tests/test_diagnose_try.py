@@ -60,17 +60,27 @@ def applied(text, edits):
     return "".join(lines)
 
 
+def passed(report):
+    """The fixes whose try passed, in the report's order."""
+    return [f for f in report["fixes"] if f["tried"]["outcome"] == "passed"]
+
+
+def outcomes(report):
+    """Each edit's new text, stripped, and the outcome of its fix's try."""
+    return {e["new"].strip(): f["tried"]["outcome"] for f in report["fixes"] for e in f["edits"]}
+
+
 def check_passed(folder, name, should_pass):
     """Run --try; every fix that passed, applied literally, runs plainly and trains as before.
     Return the report."""
     before = (folder / name).read_bytes()
     _, report = diagnose_try(folder, name, "--try")
     assert (folder / name).read_bytes() == before  # --try writes nothing
-    passed = [f for f in report["fixes"] if f["tried"]["outcome"] == "passed"]
-    assert bool(passed) == should_pass, [(f["why"], f["tried"]) for f in report["fixes"]]
+    worked = passed(report)
+    assert bool(worked) == should_pass, [(f["why"], f["tried"]) for f in report["fixes"]]
     original = probe(folder, name)
     assert original["error"]  # a compiled region's is torch._dynamo's BackendCompilerFailed
-    for fix in passed:
+    for fix in worked:
         assert fix["applicability"] == "machine" and {e["file"] for e in fix["edits"]} == {name}
         (folder / "fixed.py").write_text(applied(before.decode(), fix["edits"]))
         fixed = probe(folder, "fixed.py")
@@ -362,7 +372,7 @@ def test_a_list_emptied_by_a_whole_slice_delete_is_emptied_by_the_fix(tmp_path):
     (tmp_path / "train.py").write_text(EMPTIED_WHEN_LOGGED, encoding="utf-8")
     report = check_passed(tmp_path, "train.py", True)
     assert report["cause"] == "carried-state"
-    (first, *_) = [f for f in report["fixes"] if f["tried"]["outcome"] == "passed"]
+    first = passed(report)[0]
     assert [e["new"] for e in first["edits"]] == ["    log_probs.clear()\n"], first["diff"]
 
 
@@ -416,7 +426,7 @@ for batch in range(3):
 def test_a_tuple_kept_on_a_module_is_detached_whole_or_started_afresh(tmp_path):
     (tmp_path / "train.py").write_text(STATE_TUPLE, encoding="utf-8")
     report = check_passed(tmp_path, "train.py", True)
-    new = {e["new"].strip(): f["tried"]["outcome"] for f in report["fixes"] for e in f["edits"]}
+    new = outcomes(report)
     whole = "model.tracker.state = tuple(s.detach() for s in model.tracker.state)"
     assert new.get(whole) == "passed", report["fixes"]
     assert new.get("model.tracker.state = None") == "passed", report["fixes"]
@@ -466,7 +476,7 @@ def test_a_list_its_function_makes_on_every_call_is_not_the_carrier(tmp_path):
     (tmp_path / "train.py").write_text(LOCAL_LIST, encoding="utf-8")
     report = check_passed(tmp_path, "train.py", True)
     assert "`preds`" not in report["fix"], report["fix"]
-    (first, *_) = [f for f in report["fixes"] if f["tried"]["outcome"] == "passed"]
+    first = passed(report)[0]
     assert [e["new"].strip() for e in first["edits"]] == ["level = level.detach()"], first["diff"]
 
 
@@ -510,7 +520,7 @@ for step in range(3):
 def test_states_a_forward_updates_together_are_detached_together(tmp_path):
     (tmp_path / "train.py").write_text(TWO_SUMS, encoding="utf-8")
     report = check_passed(tmp_path, "train.py", True)
-    (first, *_) = [f for f in report["fixes"] if f["tried"]["outcome"] == "passed"]
+    first = passed(report)[0]
     (edit,) = first["edits"]
     assert "model[0].total.detach()" in edit["new"] and "model[0].weight.detach()" in edit["new"]
     assert "calls" not in edit["new"], first["diff"]
@@ -555,7 +565,7 @@ def test_a_state_init_makes_is_started_afresh_only_from_what_the_loop_can_read(t
     script = SUMMED.replace("torch.zeros(WIDTH)", f"torch.zeros({start})")
     (tmp_path / "train.py").write_text(script, encoding="utf-8")
     report = check_passed(tmp_path, "train.py", True)
-    new = {e["new"].strip(): f["tried"]["outcome"] for f in report["fixes"] for e in f["edits"]}
+    new = outcomes(report)
     assert new.get("model.seen = model.seen.detach()") == "passed", new
     assert new.get("model.seen = torch.zeros(WIDTH)") == ("passed" if start == "WIDTH" else None)
     assert "model.seen = torch.zeros(width)" not in new
@@ -596,7 +606,7 @@ for step in range(3):
 def test_tensors_init_computes_from_parameters_become_properties_together(tmp_path):
     (tmp_path / "train.py").write_text(TWO_IN_INIT, encoding="utf-8")
     report = check_passed(tmp_path, "train.py", True)
-    (first, *_) = [f for f in report["fixes"] if f["tried"]["outcome"] == "passed"]
+    first = passed(report)[0]
     assert first["why"].startswith("Compute `model[0].weight` and `model[0].shift` in each"), first
     added = "".join(e["new"] for e in first["edits"])
     assert "def weight(self)" in added and "def shift(self)" in added, first["diff"]
