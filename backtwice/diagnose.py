@@ -1715,32 +1715,24 @@ class _Explainer:
         reaches the node: `model.attn.cache_k`, `model.style_loss_1.target`; and the paths of the
         tuples of tensors on the way (`model.cell.state` of an LSTM's (h, c)); and the paths of
         every tensor with a graph kept beside a found one on its object (`model.attn.z`)."""
-        found, seen, level, tuples, objects = [], set(), [], [], {}
-        for frame in frames:
-            for scope in (frame.f_locals, frame.f_globals):
-                for name, value in list(scope.items()):
-                    if not isinstance(value, (type, types.ModuleType, types.FunctionType)):
-                        level.append((name, value))
-        for _ in range(4):
-            deeper = []
-            for path, value in level:
-                if id(value) in seen or len(seen) > limit:
-                    continue
-                seen.add(id(value))
-                if isinstance(value, torch.Tensor):
-                    grad_fn = value.grad_fn
-                    if (
-                        "." in path
-                        and grad_fn is not None
-                        and _depth(grad_fn, node, 200) is not None
-                    ):
-                        found.append(path)
-                    continue
-                if isinstance(value, tuple) and value and len(_kind(value)[1]) == len(value):
-                    tuples.append(path)  # its items cannot be assigned: it is rebuilt whole
-                objects[path] = value
-                deeper += _members(path, value)
-            level = deeper
+        level = [
+            (name, value)
+            for frame in frames
+            for scope in (frame.f_locals, frame.f_globals)
+            for name, value in list(scope.items())
+            if not isinstance(value, (type, types.ModuleType, types.FunctionType))
+        ]
+        found, tuples, objects = _walk(level, node, limit)
+        if frames and frames[0].f_locals is not frames[0].f_globals:
+            # Named from the raising call's own frame where that reaches the same object
+            # (`self.model.rep` in a trainer's method, not the module's `rep`): a fix placed
+            # after that call reads it there.
+            _, _, local = _walk(list(frames[0].f_locals.items()), None, limit)
+            ids = {}
+            for path, value in local.items():
+                ids.setdefault(id(value), path)
+            found, tuples = ([_named_from(p, objects, ids) for p in ps] for ps in (found, tuples))
+            objects = {_named_from(p, objects, ids): v for p, v in objects.items()}
         beside = [
             near
             for owner in dict.fromkeys(p.rsplit(".", 1)[0] for p in found if "." in p)
@@ -2486,6 +2478,44 @@ def _attributes(value):
         found = [(a, v) for a, v in found if a != "_buffers"]
         found += [(k, v) for k, v in value._buffers.items() if v is not None]
     return found
+
+
+def _walk(level, node, limit):
+    """Breadth first from `level`'s (name, value) pairs, four levels down: the paths of tensors
+    whose graph reaches `node`, of the tuples of tensors on the way, and {path: object}."""
+    found, seen, tuples, objects = [], set(), [], {}
+    for _ in range(4):
+        deeper = []
+        for path, value in level:
+            if id(value) in seen or len(seen) > limit:
+                continue
+            seen.add(id(value))
+            if isinstance(value, torch.Tensor):
+                grad_fn = value.grad_fn
+                if (
+                    node is not None
+                    and "." in path
+                    and grad_fn is not None
+                    and _depth(grad_fn, node, 200) is not None
+                ):
+                    found.append(path)
+                continue
+            if isinstance(value, tuple) and value and len(_kind(value)[1]) == len(value):
+                tuples.append(path)  # its items cannot be assigned: it is rebuilt whole
+            objects[path] = value
+            deeper += _members(path, value)
+        level = deeper
+    return found, tuples, objects
+
+
+def _named_from(path, objects, ids):
+    """`path` with its longest prefix that names an object in `ids` named as `ids` does."""
+    cuts = [i for i, c in enumerate(path) if c in ".["] + [len(path)]
+    for i in reversed(cuts):
+        value = objects.get(path[:i], objects)
+        if value is not objects and id(value) in ids:
+            return ids[id(value)] + path[i:]
+    return path
 
 
 def _members(path, value):

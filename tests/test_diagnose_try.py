@@ -725,6 +725,58 @@ def test_the_same_loss_once_per_optimizer_goes_back_once_before_the_loop(tmp_pat
     )
 
 
+# A trainer class whose method calls backward, and a module the script also holds by a global
+# name that caches what it computes from its weights on first use: the state is named from the
+# trainer's frame (`self.net.encoder.table`), so the fix goes after the backward in the loop
+# (tool_s40 named the global `encoder.table` and put every fix after the trainer's call at the
+# end of the script, where it came too late).
+TRAINER_CACHE = """\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(10, 6)
+        self.mix = nn.Linear(6, 6)
+        self.table = None
+
+    def forward(self, ids):
+        if self.table is None:
+            self.table = torch.tanh(self.mix(self.emb.weight))
+        return self.table[ids]
+
+
+class Trainer:
+    def __init__(self, net, opt):
+        self.net, self.opt = net, opt
+
+    def fit(self, epochs):
+        for epoch in range(epochs):
+            ids, y = torch.randint(0, 10, (8,)), torch.randn(8, 1)
+            loss = nn.functional.mse_loss(self.net(ids), y)
+            self.opt.zero_grad()
+            loss.backward()
+            self.opt.step()
+
+
+encoder = Encoder()
+net = nn.Sequential(encoder, nn.Linear(6, 1))
+Trainer(net, torch.optim.SGD(net.parameters(), lr=0.1)).fit(3)
+"""
+
+
+def test_a_state_is_named_from_the_frame_that_calls_backward(tmp_path):
+    (tmp_path / "train.py").write_text(TRAINER_CACHE, encoding="utf-8")
+    report = check_passed(tmp_path, "train.py", True)
+    new = outcomes(report)
+    assert new.get("self.net[0].table = None") == "passed", report["fixes"]
+    assert not [x for x in new if x.startswith("encoder.table")], new
+
+
 def test_no_function_of_the_diagnoser_is_longer_than_80_lines():
     import ast
 
