@@ -727,9 +727,9 @@ def test_the_same_loss_once_per_optimizer_goes_back_once_before_the_loop(tmp_pat
 
 # A trainer class whose method calls backward, and a module the script also holds by a global
 # name that caches what it computes from its weights on first use: the state is named from the
-# trainer's frame (`self.net.encoder.table`), so the fix goes after the backward in the loop
-# (tool_s40 named the global `encoder.table` and put every fix after the trainer's call at the
-# end of the script, where it came too late).
+# trainer's frame (`self.net[0].table`), so the fix goes after the backward in the loop (0d4db41
+# named the global `encoder.table` and put every fix after the trainer's call at the end of the
+# script, where it came too late).
 TRAINER_CACHE = """\
 import torch
 from torch import nn
