@@ -4045,7 +4045,7 @@ def _param_names(got, frame, optimizers):
     held = set().union(*map(_held, optimizers))
     for scope in scopes + frames[::-1]:
         for var, value in list(scope.items()):
-            for name, tensor in _named_tensors(var, value):
+            for name, tensor in _named_tensors(var, value, kept=scope is scopes[0]):
                 named.setdefault(id(tensor), name)
     # What an optimizer steps, where there is one: gradients of frozen weights train nothing.
     return sorted(
@@ -4055,9 +4055,28 @@ def _param_names(got, frame, optimizers):
     )
 
 
-def _named_tensors(var, value, depth=2):
+def _named_tensors(var, value, depth=2, kept=False):
+    # `kept`: a global, whose names stay the same through a run; an object's attributes are
+    # walked there too (`model.netD_A.0.weight`), so no frame's argument (`netD`, which is one
+    # discriminator at one call and another at the next) names what the object keeps.
     if isinstance(value, torch.Tensor):
         return [(var, value)]
+    if (
+        kept
+        and depth
+        and not isinstance(
+            value,
+            (torch.nn.Module, torch.optim.Optimizer, list, tuple, dict, type, types.ModuleType),
+        )
+    ):
+        attrs = getattr(value, "__dict__", None)
+        if isinstance(attrs, dict) and not callable(value):
+            return [
+                x
+                for k, v in list(attrs.items())[:64]
+                if not k.startswith("_")
+                for x in _named_tensors(f"{var}.{k}", v, depth - 1, kept)
+            ]
     if isinstance(value, torch.nn.Module):
         return [(f"{var}.{n}", p) for n, p in value.named_parameters()]
     if isinstance(value, torch.optim.Optimizer):

@@ -777,6 +777,56 @@ def test_a_state_is_named_from_the_frame_that_calls_backward(tmp_path):
     assert not [x for x in new if x.startswith("encoder.table")], new
 
 
+# Two critics a helper steps in turn, each given as its argument `critic`: a parameter is named
+# by what the script keeps (`trainer.critic_x.0.weight`), not by the argument, which is one
+# critic at one call and the other at the next. 2f7caf1 named them `critic.*` and judged the
+# detached fake, which trains both critics, "no gradient".
+TWO_CRITICS = """\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+
+
+class TwoCritics:
+    def __init__(self):
+        self.gen = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 6))
+        self.critic_x = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 1))
+        self.critic_y = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 1))
+        critics = list(self.critic_x.parameters()) + list(self.critic_y.parameters())
+        self.opt_g = torch.optim.Adam(self.gen.parameters(), lr=1e-3)
+        self.opt_c = torch.optim.Adam(critics, lr=1e-3)
+
+    def critic_step(self, critic, real, fake):
+        soft = nn.functional.softplus
+        loss = soft(critic(fake)).mean() + soft(-critic(real)).mean()
+        loss.backward()
+
+    def train_step(self, z, real_x, real_y):
+        fake_x, fake_y = self.gen(z).chunk(2, dim=1)
+        self.opt_g.zero_grad()
+        (-self.critic_x(fake_x).mean() - self.critic_y(fake_y).mean()).backward()
+        self.opt_g.step()
+        self.opt_c.zero_grad()
+        self.critic_step(self.critic_x, real_x, fake_x)
+        self.critic_step(self.critic_y, real_y, fake_y)
+        self.opt_c.step()
+
+
+trainer = TwoCritics()
+for step in range(3):
+    trainer.train_step(torch.randn(5, 4), torch.randn(5, 3), torch.randn(5, 3))
+"""
+
+
+def test_a_parameter_is_named_by_what_keeps_it_not_by_an_argument(tmp_path):
+    (tmp_path / "train.py").write_text(TWO_CRITICS, encoding="utf-8")
+    report = check_passed(tmp_path, "train.py", True)
+    new = outcomes(report)
+    detached = "loss = soft(critic(fake.detach())).mean() + soft(-critic(real)).mean()"
+    assert new.get(detached) == "passed", report["fixes"]
+
+
 def test_no_function_of_the_diagnoser_is_longer_than_80_lines():
     import ast
 
