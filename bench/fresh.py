@@ -14,7 +14,6 @@ reference and be right, or pass its try and be wrong by intent (detach where a r
 import argparse
 import difflib
 import json
-import re
 import shutil
 import subprocess
 import sys
@@ -22,25 +21,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 DIAGNOSE = ROOT / "backtwice" / "diagnose.py"
-
-
-def marks(text):
-    found = {"raises": set(), "frees": set(), "forward": set(), "cause": None}
-    for number, line in enumerate(text.splitlines(), 1):
-        cause = re.search(r"#\s*expect-cause:\s*([a-z-]+)", line)
-        found["cause"] = cause.group(1) if cause else found["cause"]
-        words = re.search(r"#\s*expect:\s*([a-z -]+)", line)
-        for word in words.group(1).split() if words else ():
-            found.setdefault(word, set()).add(number)
-    return found
-
-
-def applied(text, edits):
-    lines = text.splitlines(True)
-    for edit in sorted(edits, key=lambda e: -e["start"]):
-        lines[edit["start"] - 1 : edit["end"]] = edit["new"].splitlines(True)
-    return "".join(lines)
 
 
 def changed(diff):
@@ -53,8 +35,10 @@ def changed(diff):
 
 
 def score(script, out):
+    from tests.diagnose_markers import applied, expected
+
     text = script.read_text(encoding="utf-8")
-    want = marks(text)
+    want, headers = expected(script)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / script.parent.name
         shutil.copytree(script.parent, folder)
@@ -71,7 +55,7 @@ def score(script, out):
         k: (got.get(v) or {}).get("line")
         for k, v in (("raises", "raised"), ("frees", "freed_by"), ("forward", "node"))
     }
-    lines = all(not want[k] or at[k] in want[k] for k in at)
+    lines = all(at[k] in want.get(k, [at[k]]) for k in at)
     fixes = got.get("fixes") or []
     first = next((f for f in fixes if f["tried"]["outcome"] == "passed"), None)
     same, reference = None, script.with_suffix(".fix.diff")
@@ -95,7 +79,7 @@ def score(script, out):
             )
     return {
         "case": f"{script.parent.name}/{script.stem}",
-        "expected": want["cause"],
+        "expected": headers.get("cause", [None])[0],
         "cause": got.get("cause") or "none",
         "lines": lines,
         "outcomes": [f["tried"]["outcome"] for f in fixes],

@@ -31,7 +31,9 @@ NEWER_API = {"amp_two_opts.py"}
 
 
 def path_of(name):
-    """The case's file, in CASES or PENDING."""
+    """The case's file, in CASES or PENDING; a path as it is (a fresh case of bench/fresh)."""
+    if not isinstance(name, str):
+        return name
     return CASES / name if (CASES / name).exists() else PENDING / name
 
 
@@ -51,6 +53,15 @@ def expected(name):
     if "clean" in headers:
         headers["cause"] = ["none"]
     return lines, headers
+
+
+def applied(text, edits):
+    """The text with a fix's edits applied literally (each `{"start", "end", "new"}`), as a
+    reader would make them: not by the diagnoser's own code."""
+    lines = text.splitlines(True)
+    for edit in sorted(edits, key=lambda e: -e["start"]):
+        lines[edit["start"] - 1 : edit["end"]] = edit["new"].splitlines(True)
+    return "".join(lines)
 
 
 NAMES = sorted(p.name for p in CASES.glob("*.py"))

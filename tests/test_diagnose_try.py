@@ -18,7 +18,7 @@ import pytest
 from backtwice import diagnose
 
 from . import warm
-from .diagnose_markers import CASES, RAISING
+from .diagnose_markers import CASES, RAISING, applied
 
 PROBE = Path(__file__).with_name("grad_probe.py")
 # A case for each common kind of edit the diagnoser writes; bench/try_cases.py runs them all.
@@ -51,13 +51,6 @@ def probe(folder, script):
     """`python tests/grad_probe.py SCRIPT`, in a fork of the warm interpreter."""
     process = warm.run([str(PROBE), script], folder)
     return json.loads(process.stdout.splitlines()[-1])
-
-
-def applied(text, edits):
-    lines = text.splitlines(True)
-    for edit in sorted(edits, key=lambda e: -e["start"]):
-        lines[edit["start"] - 1 : edit["end"]] = edit["new"].splitlines(True)
-    return "".join(lines)
 
 
 def passed(report):
