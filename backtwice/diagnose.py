@@ -1372,13 +1372,17 @@ class _Explainer:
             node is not None and freeing is not None and _sequence(node) in freeing.under - {-1}
         )
         # The node's line ran again after the freeing call (a new forward pass, here a warm-up's
-        # graph carried into the loop through a helper's two callers) but the node is older.
+        # graph carried into the loop through a helper's two callers) but the node is older;
+        # not where optimizers step and none has since the freeing call: that is one step, whose
+        # line ran again on other inputs (a GAN's discriminator on the real batch).
+        made = freeing is not None and code is not None and self._optimizers()
         rebuilt = (
             freeing is not None
             and code is not None
             and clock is not None
             and clock < freeing.number
             and self.rec.lines.get(_key(((code, line),)), 0) >= freeing.number
+            and not (self.rec.step_hook and made and not self._stepped_since(freeing.number))
         )
         ev.trained = trained
         ev.line = ev.shown or line
@@ -1663,7 +1667,8 @@ class _Explainer:
         if sub in ("rnn", "lstm", "lstm-both") and call and name:
             special = special or bool(_window(call.site, name))
         summed = between[1] if between and between[0] == "summed" else None
-        deep, tuples, beside = self._deep(node, frames) if cause == "carried-state" else ([],) * 3
+        carried = cause == "carried-state"
+        deep, tuples, beside, states = self._deep(node, frames) if carried else ([],) * 4
         return dict(
             cause=cause,
             sub=sub or "",
@@ -1700,6 +1705,7 @@ class _Explainer:
             deep=deep,
             tuples=tuples,
             beside=beside,
+            states=states,
             root=next((n for n, _, _ in self._root_names(call, frames)), None) if call else None,
             graphs={
                 name
@@ -1733,14 +1739,18 @@ class _Explainer:
                 ids.setdefault(id(value), path)
             found, tuples = ([_named_from(p, objects, ids) for p in ps] for ps in (found, tuples))
             objects = {_named_from(p, objects, ids): v for p, v in objects.items()}
-        beside = [
-            near
+        owners = [
+            owner
             for owner in dict.fromkeys(p.rsplit(".", 1)[0] for p in found if "." in p)
             if owner in objects
+        ]
+        beside = [
+            near
+            for owner in owners
             for near, value in _members(owner, objects[owner])
             if isinstance(value, torch.Tensor) and value.grad_fn is not None
         ]
-        return found, tuples, beside
+        return found, tuples, beside, [s for o in owners for s in _states(o, objects[o])]
 
     def _closest(self, node, frames):
         """The name in the reader's frames whose tensor's graph reaches the node soonest."""
@@ -2518,6 +2528,27 @@ def _named_from(path, objects, ids):
     return path
 
 
+def _states(owner, value):
+    """What an object keeps that holds a graph at the error, with how each is detached whole: a
+    tensor (`model.memory`), a list or tuple of tensors (`model.h_t`, one per layer)."""
+    found = []
+    for path, kept in _members(owner, value):
+        if isinstance(kept, torch.Tensor) and kept.grad_fn is not None:
+            found.append((path, f"{path}.detach()"))
+            continue
+        if not isinstance(kept, (list, tuple)) or not kept:
+            continue
+        tensors = _kind(kept)[1]
+        if len(tensors) == len(kept) and any(t.grad_fn is not None for t in tensors):
+            made = (
+                "[s.detach() for s in {}]"
+                if isinstance(kept, list)
+                else "tuple(s.detach() for s in {})"
+            )
+            found.append((path, made.format(path)))
+    return found
+
+
 def _members(path, value):
     # What an object keeps: its attributes (a module's submodules and buffers among them).
     if isinstance(value, (list, tuple)):
@@ -2547,10 +2578,11 @@ def _fix_deep(f):
         attr = re.match(_LAST_ATTR, path)
         if attr is None:
             continue
+        own = "self." + attr.group(1)  # written whole or an item at a time (a replay buffer's row)
         stores = [
             (file, n)
             for file in dict.fromkeys([f.nfile or f.rfile, *(x for x, _ in f.rsite)])
-            for n in _assignments(file, "self." + attr.group(1))
+            for n in _assignments(file, own) + _item_stores(file, own)
             if not _fresh(n.value)
         ]
         why = f"Store `{path}` detached where it is written, if it is a past value read as data."
@@ -2560,10 +2592,31 @@ def _fix_deep(f):
     if len(_deep_paths(f)) > 1:  # a pair kept together (a KV cache's keys and values)
         # A tuple's items are not assigned one by one (`state[0] = ...` raises): it is rebuilt.
         paths = list(dict.fromkeys(_tuple_of(p, f.tuples) for p in _deep_paths(f)[:4]))
-        lines = [", ".join(paths) + " = " + ", ".join(_detach_of(p, f.tuples) for p in paths)]
+        made = dict(f.states)  # a list of states (one per layer) is detached item by item
+        lines = [
+            ", ".join(paths)
+            + " = "
+            + ", ".join(made.get(p) or _detach_of(p, f.tuples) for p in paths)
+        ]
         why = f"Detach {', '.join(f'`{p}`' for p in paths)} once a step's backward is done."
         found.insert(0, _fix_of(_after_raise(f, lines), "machine", why))
-    return found + _fix_reset(f, list(dict.fromkeys(_tuple_of(p, f.tuples) for p in f.deep[:3])))
+    states = [(path, made) for path, made in f.states if path not in _deep_paths(f)]
+    if states:  # the object keeps more states than those found (a layer's h beside another's)
+        paths = [p for p in _deep_paths(f) if not any(_under(p, s) for s, _ in f.states)]
+        held = [(p, _detach_of(p, f.tuples)) for p in paths] + f.states
+        lines = [", ".join(p for p, _ in held) + " = " + ", ".join(m for _, m in held)]
+        why = (
+            f"Detach every state kept with it ({', '.join(f'`{p}`' for p, _ in f.states)}) once"
+            " a step's backward is done, if no gradient should cross steps."
+        )
+        found.append(_fix_of(_after_raise(f, lines), "machine", why))
+    kept = [_tuple_of(p, f.tuples) for p in f.deep[:3]] + [p for p, _ in f.states]
+    return found + _fix_reset(f, list(dict.fromkeys(kept)))
+
+
+def _under(path, held):
+    """Whether `path` is `held` or reached through it (`model.h_t[1]` of `model.h_t`)."""
+    return path == held or path.startswith((held + "[", held + "."))
 
 
 def _tuple_of(path, tuples):
@@ -2830,7 +2883,23 @@ def _fix_state(f):
     if f.name.startswith("self.") or f.nfile != f.rfile:  # out of the loop's reach
         why = f"Detach {both} where the next forward pass reads it, if no gradient should flow across steps."
         found.append(_fix_of(_before_forward(f, lines), "machine", why))
+    beside = _carried_beside(f)
+    if beside:  # an image and a latent both fed to the next refinement pass
+        names = [f.name, *beside]
+        lines = [", ".join(names) + " = " + ", ".join(n + ".detach()" for n in names)]
+        shown = ", ".join(f"`{n}`" for n in names)
+        why = f"Detach {shown} after each backward: each goes into the next pass with its graph, if no gradient should cross steps."
+        found.append(_fix_of(_after_raise(f, lines), "machine", why))
     return found
+
+
+def _carried_beside(f):
+    """The other names the loop around the raising call hands from one pass to the next (read
+    before it writes them) that hold a graph at the error: a detach of one leaves the other."""
+    if not f.name or not f.name.isidentifier() or not f.rfile:
+        return []
+    names = _carried_names(f.rfile, f.rline, whole=True)
+    return [n for n in names if n != f.name and n in f.graphs][:3]
 
 
 def _fix_kept(f):
@@ -3083,11 +3152,35 @@ def _made_in_init(filename, name):
     return n, init, (attr, value)
 
 
-def _copied(filename, statements, line):
-    """An edit that runs these statements again just before the line, at its indentation."""
+def _bound_in(scope, name):
+    """The assignments in the function (not a function inside it) that bind `name`, alone or
+    in a tuple (`logits, loss = model(X, Y)`)."""
+    return [
+        n
+        for n in ast.walk(scope)
+        if isinstance(n, ast.Assign)
+        and len(n.targets) == 1
+        and _scope(scope, n.lineno) is scope
+        and any(
+            isinstance(t, ast.Name) and t.id == name
+            for t in ([n.targets[0]] + list(getattr(n.targets[0], "elts", [])))
+        )
+    ]
+
+
+def _copied(filename, statements, line, only=None):
+    """An edit that runs these statements again just before the line, at its indentation;
+    with `only`, a one-line tuple assignment binds that name alone (`logits, _ = ...`)."""
     lines = linecache.getlines(filename)
     pad, text = _indent(filename, line), ""
     for n in statements:
+        target = n.targets[0] if isinstance(n, ast.Assign) else None
+        elts = getattr(target, "elts", [])
+        if only and elts and not any(isinstance(t, ast.Starred) for t in elts):
+            names = [only if isinstance(t, ast.Name) and t.id == only else "_" for t in elts]
+            value = ast.get_source_segment("".join(lines), n.value)
+            text += f"{pad}{', '.join(names)} = {value}\n"
+            continue
         old = _indent(filename, n.lineno)
         block = lines[n.lineno - 1 : n.end_lineno]
         text += "".join(pad + t[len(old) :] if t.strip() else t for t in block)
@@ -3408,7 +3501,39 @@ def _shared(f):
             "Keep the graph at the first call for the second, which goes back through the same pass (adding the losses and calling backward once gives the same gradients).",
         ),
         _retain_but_last(f),
+        _retain_in_loop(f),
+        _detach_closest(f),
     ]
+
+
+def _retain_in_loop(f):
+    """retain_graph=True on the first call and on the second, where the second runs in a loop
+    of its own (a loss per narrower width): each later pass goes back through the first."""
+    if f.again or f.rfile != f.ffile or not f.rline:
+        return None
+    inner = [loop for loop in _loops(f.rfile, f.rline) if not loop[0] <= f.fline <= loop[1]]
+    if not inner:
+        return None
+    why = (
+        "Keep the graph at the first call and at the one in the loop after it: each pass of the"
+        " loop goes back through the first pass, if its losses should train that pass too."
+    )
+    edits = [_keyword(f.ffile, f.fline, "retain_graph"), _keyword(f.rfile, f.rline, "retain_graph")]
+    return _fix_of(edits, "machine", why)
+
+
+def _detach_closest(f):
+    """The second loss reads the first pass's output as a target (a teacher's output): detach
+    it once the first call has gone back through it."""
+    if not f.closest or not f.closest.isidentifier() or f.again:
+        return None
+    why = (
+        f"Detach `{f.closest}` after the call at line {f.fline}, if the later losses read it as a"
+        " target (a teacher's output in distillation) and should not train what made it."
+    )
+    return _fix_of(
+        [_insert_after(f.ffile, f.fline, [f"{f.closest} = {f.closest}.detach()"])], "machine", why
+    )
 
 
 def _retain_but_last(f):
@@ -3582,7 +3707,10 @@ def _both_differentiable(f):
 def _fix_value(f):
     """The second loss reaches the stepped pass through a value: detach it, or compute it again."""
     name, file, line, alone = f.between[1]
-    made = [n for n in _assignments(file, name) if n.lineno < line]
+    # Where the reading function itself makes it (`logits, loss = model(X, Y)` in the loop),
+    # before any other function's `logits = ...` (the model's forward), whose names it lacks.
+    own = [n for n in _bound_in(_scope(_parse(file), line), name) if n.lineno < line]
+    made = own or [n for n in _assignments(file, name) if n.lineno < line]
     loads = [
         n
         for n in ast.walk(_parse(file))
@@ -3594,13 +3722,24 @@ def _fix_value(f):
         f"Compute `{name}` again after the step, if the second loss should train"
         " through the pass the step changed (a generator's loss through the discriminator)."
     )
-    again = _fix_of([_copied(file, made[-1:], line)], "machine", why) if made else None
+    # Before its first read after the step at the loss's level (a distribution sampled from it).
+    first = min(
+        [
+            n.lineno
+            for n in loads
+            if after < n.lineno < line and _indent(file, n.lineno) == _indent(file, line)
+        ],
+        default=line,
+    )
+    again = _fix_of([_copied(file, made[-1:], first, name)], "machine", why) if made else None
     detach = _fix_of(
         [_detached(file, nodes[0])] if nodes else [],
         "machine",
         f"Give the second loss `{name}` detached, if it should not train the pass the"
         " step changed (an actor's loss through the critic's value).",
     )
+    if alone and again and not _detached_inputs(f.nfile, f.nline):  # no input to detach
+        return [again, detach]
     if alone and again:  # it trains only through the pass: a generator's loss
         why = (
             f"Compute `{name}` again after the step for the second loss, and give the first"

@@ -886,3 +886,272 @@ def test_a_try_runs_where_and_as_a_fresh_process_would(setup, forked, tmp_path):
         if forked:
             with pytest.raises(ProcessLookupError):
                 os.kill(tried["parent"], 0)
+
+
+# ---- session 41: classes met in the fresh sets d10 and d11 (scripts of my own, not theirs) ----
+# A critic's line runs again on the real batch after the generator's backward, in the same
+# step (no optimizer stepped between): one pass read by two losses, not a state carried from
+# an earlier step. 7acfe26 said carried-state and offered only `fake_h = fake_h.detach()`.
+FEATURE_MATCH = """\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+
+
+class Critic(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(6, 16)
+        self.out = nn.Linear(16, 1)
+
+    def forward(self, x, features=False):
+        h = torch.relu(self.body(x))
+        return (self.out(h), h) if features else self.out(h)
+
+
+def feature_match(fake_h, real_h):
+    loss = (fake_h.mean(0) - real_h.mean(0)).pow(2).sum()
+    loss.backward()
+    return loss.item()
+
+
+gen = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 6))
+critic = Critic()
+opt_g = torch.optim.Adam(gen.parameters(), lr=1e-3)
+opt_c = torch.optim.Adam(critic.parameters(), lr=1e-3)
+soft = nn.functional.softplus
+for step in range(3):
+    real = torch.randn(8, 6)
+    opt_c.zero_grad()
+    loss_c = soft(critic(gen(torch.randn(8, 4)).detach())).mean() + soft(-critic(real)).mean()
+    loss_c.backward()
+    opt_c.step()
+    opt_g.zero_grad()
+    score, fake_h = critic(gen(torch.randn(8, 4)), features=True)
+    adv = soft(-score).mean()
+    adv.backward()
+    _, real_h = critic(real, features=True)
+    feature_match(fake_h, real_h.detach())
+    opt_g.step()
+"""
+
+
+def test_a_line_run_again_in_the_same_step_is_one_pass_read_twice(tmp_path):
+    (tmp_path / "train.py").write_text(FEATURE_MATCH, encoding="utf-8")
+    _, report = diagnose_try(tmp_path, "train.py", "--try")
+    assert report["cause"] == "shared-forward", report["fix"]
+    assert outcomes(report).get("adv.backward(retain_graph=True)") == "passed", report["fixes"]
+
+
+# A stack of recurrent cells keeps one state per layer in a list on the module, beside a
+# summary: detaching the states found (the summary, the list as if it were a tensor) raised on
+# 7acfe26; every state the module keeps, each list item by item, is detached together.
+STACKED_STATE = """\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+
+
+class Stacked(nn.Module):
+    def __init__(self, sizes=(5, 8, 8)):
+        super().__init__()
+        self.cells = nn.ModuleList(nn.GRUCell(a, b) for a, b in zip(sizes, sizes[1:]))
+        self.head = nn.Linear(sizes[-1], 1)
+        self.hidden = None
+        self.summary = None
+
+    def forward(self, seq):
+        if self.summary is None:
+            self.hidden = [torch.zeros(seq.shape[1], c.hidden_size) for c in self.cells]
+            self.summary = torch.zeros(seq.shape[1], self.cells[-1].hidden_size)
+        for x in seq:
+            for i, cell in enumerate(self.cells):
+                self.hidden[i] = cell(x, self.hidden[i])
+                x = self.hidden[i]
+            self.summary = 0.9 * self.summary + 0.1 * x
+        return self.head(self.summary)
+
+
+model = Stacked()
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+for batch in range(3):
+    seq, target = torch.randn(4, 2, 5), torch.randn(2, 1)
+    loss = nn.functional.mse_loss(model(seq), target)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_every_state_a_module_keeps_is_detached_together_a_list_item_by_item(tmp_path):
+    (tmp_path / "train.py").write_text(STACKED_STATE, encoding="utf-8")
+    report = check_passed(tmp_path, "train.py", True)
+    both = (
+        "model.hidden, model.summary = [s.detach() for s in model.hidden], model.summary.detach()"
+    )
+    assert outcomes(report).get(both) == "passed", report["fixes"]
+
+
+# A memory written a row at a time (`self.feats[i] = row`) with each step's embeddings: the
+# rows are stored detached where they are written. 7acfe26 saw only whole assignments.
+ROW_MEMORY = """\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+
+
+class Memory:
+    def __init__(self, size, dim):
+        self.feats = torch.zeros(size, dim)
+        self.filled = 0
+
+    def write(self, feats):
+        for row in feats:
+            self.feats[self.filled % len(self.feats)] = row
+            self.filled += 1
+
+    def read(self, k):
+        n = min(self.filled, len(self.feats))
+        return self.feats[torch.randint(0, n, (k,))]
+
+
+encoder = nn.Sequential(nn.Linear(10, 16), nn.ReLU(), nn.Linear(16, 6))
+opt = torch.optim.Adam(encoder.parameters(), lr=1e-3)
+memory = Memory(32, 6)
+for step in range(4):
+    x = torch.randn(8, 10)
+    emb = encoder(x)
+    loss = emb.pow(2).mean()
+    if memory.filled:
+        loss = loss + 0.1 * torch.cdist(emb, memory.read(8)).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    memory.write(emb)
+"""
+
+
+def test_a_memory_written_a_row_at_a_time_stores_its_rows_detached(tmp_path):
+    (tmp_path / "train.py").write_text(ROW_MEMORY, encoding="utf-8")
+    _, report = diagnose_try(tmp_path, "train.py", "--try")
+    stored = "self.feats[self.filled % len(self.feats)] = row.detach()"
+    assert outcomes(report).get(stored) == "passed", report["fixes"]
+
+
+# An inner refinement loop hands two names to its next pass (`pose` and `feat`): a detach of
+# one leaves the other's graph, which the next backward goes into (7acfe26's only fix).
+POSE_REFINE = """\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+
+
+class Refiner(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.update = nn.Sequential(nn.Linear(11, 8), nn.Tanh())
+        self.delta = nn.Linear(8, 3)
+
+
+refiner = Refiner()
+opt = torch.optim.Adam(refiner.parameters(), lr=1e-3)
+for batch in range(3):
+    opt.zero_grad()
+    pose, feat = torch.zeros(4, 3), torch.zeros(4, 8)
+    target = torch.randn(4, 3)
+    for it in range(3):
+        feat = refiner.update(torch.cat([pose, feat], 1))
+        pose = pose + refiner.delta(feat)
+        loss = (pose - target).pow(2).mean()
+        loss.backward()
+    opt.step()
+"""
+
+
+def test_names_a_loop_hands_to_its_next_pass_are_detached_together(tmp_path):
+    (tmp_path / "train.py").write_text(POSE_REFINE, encoding="utf-8")
+    report = check_passed(tmp_path, "train.py", True)
+    new = outcomes(report)
+    assert new.get("pose = pose.detach()") == "raised", new
+    assert new.get("pose, feat = pose.detach(), feat.detach()") == "passed", new
+
+
+# Early exits distilled from the final exit, one backward per exit in a loop after the final
+# loss's: retain_graph=True on the first call alone raises at the loop's second pass, so the
+# graph is kept at both calls (7acfe26 offered only the first).
+EXIT_DISTILL = """\
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+
+
+class EarlyExit(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(12, 12) for _ in range(3)])
+        self.exits = nn.ModuleList([nn.Linear(12, 4) for _ in range(3)])
+
+    def forward(self, x):
+        outs = []
+        for block, exit_ in zip(self.blocks, self.exits):
+            x = torch.relu(block(x))
+            outs.append(exit_(x))
+        return outs
+
+
+model = EarlyExit()
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+for step in range(3):
+    x, y = torch.randn(16, 12), torch.randint(0, 4, (16,))
+    opt.zero_grad()
+    *early, final = model(x)
+    loss = F.cross_entropy(final, y)
+    loss.backward()
+    for logits in early:
+        kd = F.kl_div(F.log_softmax(logits, 1), F.softmax(final, 1), reduction="batchmean")
+        kd.backward()
+    opt.step()
+"""
+
+
+def test_a_second_loss_in_a_loop_of_its_own_keeps_the_graph_at_both_calls(tmp_path):
+    (tmp_path / "train.py").write_text(EXIT_DISTILL, encoding="utf-8")
+    report = check_passed(tmp_path, "train.py", True)
+    both = [f for f in report["fixes"] if len(f["edits"]) == 2]
+    assert [e["new"].strip() for e in both[0]["edits"]] == [
+        "loss.backward(retain_graph=True)",
+        "kd.backward(retain_graph=True)",
+    ]
+    assert both[0]["tried"]["outcome"] == "passed", report["fixes"]
+
+
+def test_a_value_computed_again_binds_only_its_own_name_of_a_tuple(tmp_path):
+    # `logits, loss = model(X, Y)` copied to compute `logits` again after a step leaves `loss`
+    # as it was (`logits, _ = ...`), and the loop's own assignment is copied, not the model's
+    # `logits = ...` inside forward, whose names the loop does not have.
+    path = tmp_path / "train.py"
+    path.write_text(
+        "class M:\n"
+        "    def forward(self, x):\n"
+        "        logits = self.head(x)\n"
+        "        return logits, 0\n"
+        "\n"
+        "\n"
+        "for step in range(3):\n"
+        "    logits, loss = model(X, Y)\n"
+        "    loss.backward()\n"
+        "    if step:\n"
+        "        probe = f(logits)\n",
+        encoding="utf-8",
+    )
+    tree = diagnose._parse(str(path))
+    made = diagnose._bound_in(diagnose._scope(tree, 11), "logits")
+    assert [n.lineno for n in made] == [8]
+    edit = diagnose._copied(str(path), made, 11, "logits")
+    assert edit["new"] == "        logits, _ = model(X, Y)\n" and edit["start"] == 11
