@@ -1750,7 +1750,12 @@ class _Explainer:
             for near, value in _members(owner, objects[owner])
             if isinstance(value, torch.Tensor) and value.grad_fn is not None
         ]
-        return found, tuples, beside, [s for o in owners for s in _states(o, objects[o])]
+        # Objects of the reader's own classes that the owners are instances of (a spiking layer
+        # beside the one found): each keeps its own state, which the next step reads too.
+        kinds = {type(objects[o]) for o in owners if _readers_class(objects[o])}
+        alike = [p for p, v in objects.items() if type(v) in kinds and p not in owners][:16]
+        states = [s for o in owners + alike for s in _states(o, objects[o])]
+        return found, tuples, beside, states
 
     def _closest(self, node, frames):
         """The name in the reader's frames whose tensor's graph reaches the node soonest."""
@@ -2528,6 +2533,12 @@ def _named_from(path, objects, ids):
     return path
 
 
+def _readers_class(value):
+    """Whether the object is an instance of a class of the reader's, not torch's or Python's."""
+    module = type(value).__module__ or ""
+    return module != "builtins" and module.split(".")[0] != "torch"
+
+
 def _states(owner, value):
     """What an object keeps that holds a graph at the error, with how each is detached whole: a
     tensor (`model.memory`), a list or tuple of tensors (`model.h_t`, one per layer)."""
@@ -2633,7 +2644,7 @@ def _fix_reset(f, paths):
     """A state its module starts afresh when it is None (`if self.state is None:`), or that
     `__init__` makes from nothing of its own (`self.hidden = self.init_hidden(B)`): start it so
     after each step, where each batch is a sequence of its own."""
-    found = []
+    starts = {}  # attribute: [(path, start)], one fix for the layers that each keep one
     for path in paths:
         attr = re.match(_LAST_ATTR, path)
         if attr is None:
@@ -2642,14 +2653,18 @@ def _fix_reset(f, paths):
         if _made_in_init(f.hfile, path):
             continue  # computed from the object's parameters: a property, not a fresh start
         start = "None" if _lazy(f.hfile, name) else _initial(f.hfile, name, owner)
-        if start is None:
-            continue
-        how = "None, which its module fills" if start == "None" else "as `__init__` makes it"
+        if start is not None:
+            starts.setdefault(name, []).append((path, start))
+    found = []
+    for kept in starts.values():
+        how = "None, which its module fills" if kept[0][1] == "None" else "as `__init__` makes it"
+        shown = ", ".join(f"`{path}`" for path, _ in kept)
         why = (
-            f"Start each step from a fresh `{path}` ({how}), if each batch is a sequence of its"
+            f"Start each step from a fresh {shown} ({how}), if each batch is a sequence of its"
             " own rather than the next part of one stream."
         )
-        found.append(_fix_of(_after_raise(f, [f"{path} = {start}"]), "machine", why))
+        lines = [f"{path} = {start}" for path, start in kept]
+        found.append(_fix_of(_after_raise(f, lines), "machine", why))
     return found
 
 
@@ -3321,7 +3336,39 @@ def _fix_total(f):
 
 def _fix_accumulator(f):
     """A sum kept across passes: start it afresh in the function that goes back through it,
-    before the statement that first adds to it there (`self.loss = 0.0` in a closure)."""
+    before the statement that first adds to it there (`self.loss = 0.0` in a closure); where
+    one block goes back through it twice (SAM's two passes), before the second pass adds."""
+    return _restart_between(f) + _restart_in_scope(f)
+
+
+def _restart_between(f):
+    statement, block, _, _ = _backward_at(f.rfile, f.rline)
+    if f.kfile != f.rfile or block is None or not f.name:
+        return []
+    adds = {id(value) for at, value in _accumulations([(f.rfile, f.rline)], f.name)}
+    first = next(
+        (
+            n
+            for n in block
+            if f.kline < n.lineno < statement.lineno and any(id(m) in adds for m in ast.walk(n))
+        ),
+        None,
+    )
+    if first is None or not any(n.lineno <= f.kline <= n.end_lineno for n in block):
+        return []  # the freeing call is not in the block: no second pass of one step here
+    why = f"Start `{f.name}` afresh before the second pass adds to it, so its backward goes through that pass only."
+    start = f"{f.name} = {_start_of(f.rfile, f.name)}"
+    return [_fix_of([_insert_before(f.rfile, first.lineno, [start])], "machine", why)]
+
+
+def _start_of(filename, name):
+    """What the script starts the sum `name` at, where that is a constant (`0.0`); else 0."""
+    starts = [n for n in _assignments(filename, name) if isinstance(n.value, ast.Constant)]
+    text = "".join(linecache.getlines(filename))
+    return ast.get_source_segment(text, starts[0].value) if starts else "0"
+
+
+def _restart_in_scope(f):
     file, line = f.kfile, f.kline  # the call that goes back, in the helper it may be in
     tree = _parse(file)
     scope = _scope(tree, line)
@@ -3332,14 +3379,9 @@ def _fix_accumulator(f):
     )
     if first is None or scope is tree:
         return []
-    starts = [n for n in _assignments(file, f.name) if isinstance(n.value, ast.Constant)]
-    text = (
-        ast.get_source_segment("".join(linecache.getlines(file)), starts[0].value)
-        if starts
-        else "0"
-    )
     why = f"Start `{f.name}` afresh in each pass, before it is added to, so it holds this pass's losses only."
-    return [_fix_of([_insert_before(file, first.lineno, [f"{f.name} = {text}"])], "machine", why)]
+    start = f"{f.name} = {_start_of(file, f.name)}"
+    return [_fix_of([_insert_before(file, first.lineno, [start])], "machine", why)]
 
 
 def _fix_closure(f):
@@ -3501,9 +3543,17 @@ def _shared(f):
             "Keep the graph at the first call for the second, which goes back through the same pass (adding the losses and calling backward once gives the same gradients).",
         ),
         _retain_but_last(f),
-        _retain_in_loop(f),
-        _detach_closest(f),
+        *_in_loop(f),
     ]
+
+
+def _in_loop(f):
+    """The second call's own loop: keep the graph at both calls, or detach what the loop reads;
+    the detach first where the loop's losses take it as their target (a teacher's output)."""
+    both, detach = _retain_in_loop(f), _detach_closest(f)
+    if both and detach and _loss_target(f.ffile, f.closest):
+        return [detach, both]
+    return [both, detach]
 
 
 def _retain_in_loop(f):
@@ -3526,6 +3576,8 @@ def _detach_closest(f):
     """The second loss reads the first pass's output as a target (a teacher's output): detach
     it once the first call has gone back through it."""
     if not f.closest or not f.closest.isidentifier() or f.again:
+        return None
+    if not _binds(f.ffile, f.fline, f.closest):  # a name of another function's frame
         return None
     why = (
         f"Detach `{f.closest}` after the call at line {f.fline}, if the later losses read it as a"
@@ -4042,6 +4094,9 @@ class _Tracker(_Patches):
         # stepped: the parameters an optimizer stepped with a non-zero gradient (a fix that
         # removes a backward call a trainer's zero_grad() relied on leaves them none).
         self.stepped, self.baseline_stepped, self.held = {}, [], {}
+        # The names the stepped parameters had when first stepped: a tensor made again in each
+        # outer step (`emb = emb.detach().requires_grad_()`) is named by the name it had then.
+        self.stepped_names = set()
 
     def start(self):
         for name in ("backward", "grad"):
@@ -4064,11 +4119,14 @@ class _Tracker(_Patches):
         args = args[1:] if args and args[0] is optimizer else args  # torch passes self first
         closure = args[0] if args else (kwargs or {}).get("closure")
         # A step given a closure (L-BFGS) computes its gradients after this hook: not counted.
+        new = {}
         for group in optimizer.param_groups if closure is None else ():
             for p in group["params"]:
                 self.held[id(p)] = p
                 if id(p) not in self.stepped and p.grad is not None and bool(p.grad.ne(0).any()):
-                    self.stepped[id(p)] = p
+                    self.stepped[id(p)] = new[id(p)] = p
+        if new and self.result is not None:  # in a try, where the names are compared
+            self.stepped_names.update(_param_names(new, sys._getframe(1), list(self.made)))
         if self.watch:  # a step right after the call that raised in the original run
             for group in optimizer.param_groups:
                 for p in group["params"]:
@@ -4137,7 +4195,7 @@ class _Tracker(_Patches):
         outcome = {"calls": self.calls, "parameters": self.names(frame), "error": error}
         outcome["late"] = late
         outcome["unstepped"] = _param_names(self.unstepped, frame, list(self.made))
-        outcome["stepped"] = self.names(frame, self.stepped)
+        outcome["stepped"] = sorted(set(self.names(frame, self.stepped)) | self.stepped_names)
         outcome["held"] = self.names(frame, self.held)
         with open(self.result, "w", encoding="utf-8") as out:
             json.dump(outcome, out)

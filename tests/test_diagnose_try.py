@@ -1155,3 +1155,180 @@ def test_a_value_computed_again_binds_only_its_own_name_of_a_tuple(tmp_path):
     assert [n.lineno for n in made] == [8]
     edit = diagnose._copied(str(path), made, 11, "logits")
     assert edit["new"] == "        logits, _ = model(X, Y)\n" and edit["start"] == 11
+
+
+# Leaky integrators, one per layer of a Sequential, each keeping its own `v`: the one found
+# (`net[3].v`) is not the only state the next step reads. 6db78f8 detached or reset it alone.
+INTEGRATORS = """\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+
+
+class Integrator(nn.Module):
+    def __init__(self, decay=0.8):
+        super().__init__()
+        self.decay = decay
+        self.v = torch.zeros(1)
+
+    def forward(self, x):
+        self.v = self.decay * self.v + x
+        return torch.tanh(self.v)
+
+
+net = nn.Sequential(nn.Linear(20, 32), Integrator(), nn.Linear(32, 16), Integrator(0.9), nn.Linear(16, 4))
+opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+for batch in range(3):
+    frames, label = torch.randn(6, 8, 20), torch.randint(0, 4, (8,))
+    logits = sum(net(frame) for frame in frames)
+    loss = nn.functional.cross_entropy(logits, label)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_layers_of_one_class_have_their_states_detached_or_reset_together(tmp_path):
+    (tmp_path / "train.py").write_text(INTEGRATORS, encoding="utf-8")
+    report = check_passed(tmp_path, "train.py", True)
+    new = outcomes(report)
+    assert new.get("net[3].v, net[1].v = net[3].v.detach(), net[1].v.detach()") == "passed", new
+    assert new.get("net[3].v = torch.zeros(1)\n    net[1].v = torch.zeros(1)") == "passed", new
+
+
+# Each augmented view is distilled towards the clean output, a loss target: the target
+# detached after the first call comes before keeping the graph at both calls (which would also
+# train the clean pass from the views' losses). 6db78f8 put the graph kept first.
+VIEW_CONSISTENCY = """\
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+
+model = nn.Sequential(nn.Linear(10, 24), nn.ReLU(), nn.Linear(24, 3))
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+
+
+def views(x, n=2):
+    return [x + 0.1 * torch.randn_like(x) for _ in range(n)]
+
+
+for step in range(3):
+    x, y = torch.randn(16, 10), torch.randint(0, 3, (16,))
+    opt.zero_grad()
+    clean = model(x)
+    ce = F.cross_entropy(clean, y)
+    ce.backward()
+    for view in views(x):
+        kd = F.kl_div(F.log_softmax(model(view), 1), F.softmax(clean, 1), reduction="batchmean")
+        kd.backward()
+    opt.step()
+"""
+
+
+def test_a_first_output_the_loops_losses_take_as_target_is_offered_detached_first(tmp_path):
+    (tmp_path / "train.py").write_text(VIEW_CONSISTENCY, encoding="utf-8")
+    _, report = diagnose_try(tmp_path, "train.py", "--try")
+    first = passed(report)[0]
+    assert [e["new"].strip() for e in first["edits"]] == ["clean = clean.detach()"], first
+
+
+# Two passes of one step (a sharpness-aware ascent, then the descent) add their heads' losses
+# to one `total` started once: the second backward goes back through the first pass too. The
+# sum is started afresh before the second pass adds to it; 6db78f8 said so in words only (its
+# accumulator fix looks for a function around the loop, and this loop has none).
+TWO_PASS_TOTAL = """\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+
+
+class TwoHead(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(8, 16)
+        self.heads = nn.ModuleList(nn.Linear(16, 1) for _ in range(2))
+
+    def forward(self, x):
+        h = torch.relu(self.body(x))
+        return [head(h) for head in self.heads]
+
+
+model = TwoHead()
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+params = list(model.parameters())
+for step in range(3):
+    x, ys = torch.randn(8, 8), torch.randn(2, 8, 1)
+    total = 0.0
+    for out, y in zip(model(x), ys):
+        total += nn.functional.mse_loss(out, y)
+    opt.zero_grad()
+    total.backward()
+    with torch.no_grad():
+        eps = [0.05 * p.grad / (p.grad.norm() + 1e-12) for p in params]
+        for p, e in zip(params, eps):
+            p.add_(e)
+    opt.zero_grad()
+    for out, y in zip(model(x), ys):
+        total += nn.functional.mse_loss(out, y)
+    total.backward()
+    with torch.no_grad():
+        for p, e in zip(params, eps):
+            p.sub_(e)
+    opt.step()
+"""
+
+
+def test_a_sum_two_passes_of_one_step_add_to_is_started_afresh_between_them(tmp_path):
+    (tmp_path / "train.py").write_text(TWO_PASS_TOTAL, encoding="utf-8")
+    report = check_passed(tmp_path, "train.py", True)
+    first = passed(report)[0]
+    assert [(e["start"], e["new"].strip()) for e in first["edits"]] == [(33, "total = 0.0")]
+
+
+# A latent optimized afresh for each target (`z = z.detach().clone().requires_grad_(True)` and
+# a new optimizer), a smoother's list carried across its inner steps. The try stops two calls
+# past the error, just after the next target's `z` is made and before it is stepped: 6db78f8
+# named the stepped tensors only then, when the old `z` had no name left, and judged every fix
+# "no gradient when an optimizer stepped it". Stepped tensors keep the name they had when stepped.
+PER_TARGET_LATENT = """\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+
+
+class Smoother:
+    def __init__(self):
+        self.past = []
+
+    def __call__(self, x):
+        self.past.append(x)
+        return sum(self.past[-2:]) / len(self.past[-2:])
+
+
+decoder = nn.Linear(4, 8).requires_grad_(False)
+smoother = Smoother()
+targets = torch.randn(3, 8)
+z = torch.zeros(4)
+for target in targets:
+    z = z.detach().clone().requires_grad_(True)
+    opt = torch.optim.Adam([z], lr=0.1)
+    for inner in range(3):
+        out = smoother(decoder(z))
+        loss = (out - target).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+"""
+
+
+def test_a_leaf_made_again_each_outer_step_keeps_the_name_it_was_stepped_under(tmp_path):
+    (tmp_path / "train.py").write_text(PER_TARGET_LATENT, encoding="utf-8")
+    report = check_passed(tmp_path, "train.py", True)
+    new = outcomes(report)
+    assert new.get("smoother.past = [s.detach() for s in smoother.past]") == "passed", new
+    assert new.get("smoother.past.clear()") == "passed", new
