@@ -1667,7 +1667,9 @@ class _Explainer:
         if sub in ("rnn", "lstm", "lstm-both") and call and name:
             special = special or bool(_window(call.site, name))
         summed = between[1] if between and between[0] == "summed" else None
-        carried = cause == "carried-state"
+        scope = _scope(_parse(filename), line) if filename and line else None
+        in_init = getattr(scope, "name", None) == "__init__"
+        carried = cause == "carried-state" or (cause == "shared-forward" and in_init)
         deep, tuples, beside, states = self._deep(node, frames) if carried else ([],) * 4
         return dict(
             cause=cause,
@@ -1692,7 +1694,7 @@ class _Explainer:
             again=rsite[:1] == fsite[:1],
             free_kind=freeing.kind,
             raise_kind=call.kind if call else None,
-            grads=freeing.kind == "grad" and any(r() is not None for r in freeing.results),
+            grads=freeing.kind == "grad" and _loss_uses(freeing, call),
             between=between,
             summed=summed,
             summed_nodes=_accumulations(rsite or fsite, summed[0]) if summed else [],
@@ -1706,6 +1708,7 @@ class _Explainer:
             tuples=tuples,
             beside=beside,
             states=states,
+            in_init=in_init,
             root=next((n for n, _, _ in self._root_names(call, frames)), None) if call else None,
             graphs={
                 name
@@ -1928,7 +1931,7 @@ def _say_grad(w):
     """The sentence for two torch.autograd.grad calls, or one and a backward, on one pass."""
     raised, first, freeing, call = w.raised, w.first, w.freeing, w.call
     both = call is not None and call.kind == "grad"
-    if both and any(ref() is not None for ref in freeing.results):
+    if both and _loss_uses(freeing, call):
         return (
             f"Pass create_graph=True to both torch.autograd.grad calls, at {first} and {raised}, or take"
             " both in one call (`torch.autograd.grad(y, [a, b], create_graph=True)`): a loss uses their results."
@@ -1938,7 +1941,7 @@ def _say_grad(w):
             "Take both gradients in one call (`torch.autograd.grad(y, [a, b])`), or pass"
             f" retain_graph=True to the call at {first}."
         )
-    if any(ref() is not None for ref in freeing.results):
+    if _loss_uses(freeing, call):
         return (
             f"Pass create_graph=True to the torch.autograd.grad call at {first}: the loss at"
             f" {raised} uses its result, and create_graph=True keeps the graph and makes that"
@@ -1947,6 +1950,31 @@ def _say_grad(w):
     return (
         f"Pass retain_graph=True to the torch.autograd.grad call at {first}, which otherwise"
         f" frees the graph the call at {raised} still needs."
+    )
+
+
+def _loss_uses(freeing, call):
+    """Whether a loss uses the result of the autograd.grad call that freed the graph: it is
+    still held, and where a backward call raised (its loss is whole by then) in the same file,
+    read after the first call and by the time of the backward (a gradient penalty), not only
+    after it (a projection of `.grad`). A second autograd.grad's loss may come later."""
+    if not any(ref() is not None for ref in freeing.results):
+        return False
+    if call is None or call.kind != "backward" or not freeing.site or not call.site:
+        return True
+    (first, fline), (second, rline) = freeing.site[0], call.site[0]
+    filename = first.co_filename
+    if filename != second.co_filename or rline <= fline:
+        return True  # in another file, or in a later pass of a loop: no order to read
+    statement, _ = _stmt(filename, fline)
+    names = {x for t in getattr(statement, "targets", []) for x, _ in _names(t, ast.Store)}
+    if not names:
+        return True
+    end = _stmt(filename, rline)[0].end_lineno
+    return any(
+        isinstance(n, ast.Name) and n.id in names and statement.end_lineno < n.lineno <= end
+        for n in ast.walk(_parse(filename))
+        if isinstance(getattr(n, "ctx", None), ast.Load)
     )
 
 
@@ -3915,11 +3943,14 @@ def _candidates(f):
     if f.cached:
         with contextlib.suppress(Exception):
             found += _fix_cached(f)
-    for kind in (rule, _fix_deep if f.deep else None):
+    for kind in (rule, _fix_deep if f.deep and f.cause == "carried-state" else None):
         if kind is not None and not f.special:
             with contextlib.suppress(Exception):  # a fix that cannot be written is not offered
                 found += [x for x in kind(f) if x is not None]
-    if f.cause == "carried-state" and f.sub not in ("frozen", "target") and not f.special:
+    # A tensor `__init__` computes from the object's parameters (SAC's `self.alpha =
+    # self.log_alpha.exp()`) is one node for every step, and for both losses of the first.
+    kept = f.cause == "carried-state" and f.sub not in ("frozen", "target")
+    if (kept or (f.cause == "shared-forward" and f.in_init)) and not f.special:
         with contextlib.suppress(Exception):
             found[:0] = [x for x in [_fix_property(f)] if x is not None]
     seen, unique = set(), []

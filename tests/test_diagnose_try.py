@@ -1332,3 +1332,93 @@ def test_a_leaf_made_again_each_outer_step_keeps_the_name_it_was_stepped_under(t
     new = outcomes(report)
     assert new.get("smoother.past = [s.detach() for s in smoother.past]") == "passed", new
     assert new.get("smoother.past.clear()") == "passed", new
+
+
+# A gradient projection between two tasks (PCGrad's kind): task a's gradients are taken with
+# autograd.grad, then task b's backward goes through the same trunk, and only afterwards is
+# task a's gradient read, to project `.grad`. No loss uses it: retain_graph=True is the fix, not
+# create_graph=True, which 6db78f8 offered because the result was still held.
+GRAD_PROJECTION = """\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+
+trunk = nn.Sequential(nn.Linear(10, 16), nn.ReLU())
+head_a, head_b = nn.Linear(16, 1), nn.Linear(16, 1)
+shared, own_a = list(trunk.parameters()), list(head_a.parameters())
+opt = torch.optim.SGD([*shared, *own_a, *head_b.parameters()], lr=0.05)
+for step in range(3):
+    x, ya, yb = torch.randn(8, 10), torch.randn(8, 1), torch.randn(8, 1)
+    h = trunk(x)
+    loss_a = nn.functional.mse_loss(head_a(h), ya)
+    loss_b = nn.functional.mse_loss(head_b(h), yb)
+    grads_a = torch.autograd.grad(loss_a, shared + own_a)
+    opt.zero_grad()
+    loss_b.backward()
+    for p, ga in zip(shared + own_a, grads_a):
+        gb = p.grad if p.grad is not None else torch.zeros_like(p)
+        dot = (ga * gb).sum()
+        if dot < 0:  # project task a's gradient off task b's where they conflict
+            ga = ga - dot / gb.pow(2).sum() * gb
+        p.grad = ga + gb
+    opt.step()
+"""
+
+
+def test_a_grad_result_read_only_after_the_second_call_asks_for_retain_not_create(tmp_path):
+    (tmp_path / "train.py").write_text(GRAD_PROJECTION, encoding="utf-8")
+    report = check_passed(tmp_path, "train.py", True)
+    assert "retain_graph=True" in report["fix"] and "create_graph" not in report["fix"]
+    first = passed(report)[0]
+    assert [e["new"].strip() for e in first["edits"]] == [
+        "grads_a = torch.autograd.grad(loss_a, shared + own_a, retain_graph=True)"
+    ]
+
+
+# A temperature `__init__` computes from its parameter (`self.temp = self.log_temp.exp()`): the
+# task loss and the calibration loss both go back through that one node in the first step
+# (shared-forward), and every step after. Computed at each use, as a property, both train;
+# 6db78f8 offered the property only for carried state and had no fix that passed.
+LEARNED_TEMPERATURE = """\
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+
+
+class Calibrated(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+        self.log_temp = nn.Parameter(torch.zeros(()))
+        self.temp = self.log_temp.exp()
+
+    def forward(self, x):
+        return self.net(x) / self.temp
+
+
+model = Calibrated()
+opt_net = torch.optim.SGD(model.net.parameters(), lr=0.05)
+opt_temp = torch.optim.SGD([model.log_temp], lr=0.01)
+for step in range(3):
+    x, y = torch.randn(16, 8), torch.randint(0, 3, (16,))
+    loss = F.cross_entropy(model(x), y)
+    opt_net.zero_grad()
+    loss.backward()
+    opt_net.step()
+    xv, yv = torch.randn(16, 8), torch.randint(0, 3, (16,))
+    nll = F.cross_entropy(model.net(xv).detach() / model.temp, yv)
+    opt_temp.zero_grad()
+    nll.backward()
+    opt_temp.step()
+"""
+
+
+def test_a_tensor_init_computes_read_by_two_losses_of_one_step_becomes_a_property(tmp_path):
+    (tmp_path / "train.py").write_text(LEARNED_TEMPERATURE, encoding="utf-8")
+    report = check_passed(tmp_path, "train.py", True)
+    assert report["cause"] == "shared-forward"
+    first = passed(report)[0]
+    assert "def temp(self):" in "".join(e["new"] for e in first["edits"]), first
