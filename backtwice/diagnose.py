@@ -442,6 +442,65 @@ def _loops(filename, line):
     ]
 
 
+def _made_in_pass(frame, name, freed_at=None):
+    """Whether the local `name` is made anew in each pass of the innermost loop around the
+    frame's line, before that line, from what does not read it (`outs = []`, `loss = f(x)`,
+    `stacked = torch.stack(outs)`): it holds this pass's values, which reach an earlier pass's
+    graph only through what carries it, and is not that carrier (`h` of `h = cell(x, h)` is).
+    Outside a loop, each call of a function (a closure) is the pass.
+    `freed_at`: the line of this function where the freeing call ran, if it did."""
+    file, line = frame.f_code.co_filename, frame.f_lineno
+    loops, tree = _loops(file, line), _parse(file)
+    if loops:
+        start, end = max(loops)
+        loop = next(
+            n
+            for n in ast.walk(tree)
+            if isinstance(n, LOOPS) and (n.lineno, n.end_lineno) == (start, end)
+        )
+    else:
+        loop = _scope(tree, line)
+        if not isinstance(loop, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False
+        start = loop.lineno
+    parts = [(start, [], [getattr(loop, "target", None)])]
+    for n in ast.walk(loop):
+        if n is loop or not isinstance(n, ast.stmt):
+            continue
+        if isinstance(n, (ast.If, ast.While)):
+            parts.append((n.lineno, [n.test], []))
+        elif isinstance(n, (ast.For, ast.AsyncFor)):
+            parts.append((n.lineno, [n.iter], [n.target]))
+        elif isinstance(n, (ast.With, ast.AsyncWith)):
+            parts.append((n.lineno, [i.context_expr for i in n.items], []))
+        elif not hasattr(n, "body"):
+            parts.append((n.lineno, [n], []))
+    for at, reads, stores in sorted(parts, key=lambda part: part[0]):
+        found = [x for r in [*reads, *stores] if r is not None for x in ast.walk(r)]
+        found = [x for x in found if isinstance(x, ast.Name) and x.id == name]
+        augmented = any(isinstance(r, ast.AugAssign) for r in reads)
+        if any(isinstance(x.ctx, ast.Load) for x in found) or (found and augmented):
+            return False
+        if found:  # run in every pass (not under an `if`), and not before a freeing call
+            # earlier in this pass, which it may carry over
+            direct = any(n.lineno == at and n in loop.body for n in reads)
+            return direct and at < line and not (freed_at is not None and at < freed_at < line)
+    return False
+
+
+def _live(filename, line, frames):
+    """Whether the function around the line (or the module) is running in one of the frames."""
+    scope = _scope(_parse(filename), line)
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return True
+    return any(
+        frame.f_code.co_filename == filename
+        and frame.f_code.co_name == scope.name
+        and scope.lineno <= frame.f_lineno <= scope.end_lineno
+        for frame in frames
+    )
+
+
 def _dotted(n):
     # `self.v` for an attribute chain on a name, `h` for a name, else None.
     if isinstance(n, ast.Attribute):
@@ -477,6 +536,9 @@ def _carried_names(filename, line, whole=False):
     statements = sorted(
         (n for n in ast.walk(block) if isinstance(n, simple)), key=lambda n: n.lineno
     )
+    # A value made under a condition (`if self.h is None: self.h = zeros`) is not made afresh
+    # in every pass.
+    guarded = {id(s) for n in ast.walk(block) if isinstance(n, ast.If) for s in ast.walk(n)}
     found, fresh = [], set()
     for statement in statements:
         reads = [name for name, _ in _names(statement, ast.Load)]
@@ -485,7 +547,7 @@ def _carried_names(filename, line, whole=False):
                 carried = name and last.get(name, 0) >= statement.lineno and name != "_"
                 if carried and name not in fresh and name not in found:
                     found.append(name)
-        if not isinstance(statement, ast.AugAssign):
+        if not isinstance(statement, ast.AugAssign) and id(statement) not in guarded:
             fresh.update(name for name, _ in _names(statement, ast.Store) if name not in reads)
     return found
 
@@ -1110,6 +1172,9 @@ class _Explainer:
 
     def __init__(self, rec):
         self.rec = rec
+        # At the error: the raising call's roots, the freeing call's site, and the losses it
+        # went back from that this call does not reach (no holder is one of those).
+        self.raising, self.freed_site, self.stale = [], [], set()
 
     def saved_read(self, exc):
         frames = []
@@ -1221,6 +1286,15 @@ class _Explainer:
                         items += [(name + "." + a, v, True) for a, v in _attributes(value)]
                     for shown, item, attr in items:
                         kind, tensors = _kind(item)
+                        if kind == "tensor" and id(item) in self.stale:
+                            continue
+                        freed_at = [n for c, n in self.freed_site if c is frame.f_code]
+                        if (
+                            not attr
+                            and scope is frame.f_locals
+                            and _made_in_pass(frame, name, (freed_at or [None])[0])
+                        ):
+                            continue  # this pass's values only (`outs = []` in the loop)
                         depths = [
                             _depth(t.grad_fn, target) for t in tensors if t.grad_fn is not None
                         ]
@@ -1279,6 +1353,7 @@ class _Explainer:
         return None, None
 
     def _finish(self, exc, raised, call, found, roots, leaves, frames, changed=None):
+        self.raising = _roots(call) if call is not None else []
         ev = self._evidence(found, frames)
         cause = self._classify(ev, call, roots, leaves, frames)
         retained = changed is not None or INPLACE in str(exc)
@@ -1314,6 +1389,18 @@ class _Explainer:
         if region is not None:  # an output of a burst: the latest of its nodes that were freed
             node = max(_inside(node, region[3]) or [node], key=_sequence)
         freeing = mark[0] if mark else None
+        # The loss an earlier call went back from, still bound (`loss = opt.step(closure)`),
+        # reaches the node but carries nothing into this step, unless this call reaches it
+        # (`loss - best_loss`).
+        old = [r() for r in freeing.roots] if freeing is not None else []
+        self.stale = {
+            id(t)
+            for t in old
+            if t is not None
+            and t.grad_fn is not None
+            and not any(_depth(r, t.grad_fn) is not None for r in self.raising)
+        }
+        self.freed_site = freeing.site if freeing is not None else []
         holder = self._holder(node, frames) if node is not None else None
         shown = None
         if node is not None and mark is not None and mark[1] is None:
@@ -1331,6 +1418,12 @@ class _Explainer:
                 loops = _loops(code.co_filename, frame.f_lineno)
                 first, last = max(loops, default=(0, 0))
                 clock = -1 if first <= line <= last else clock
+                break
+        for frame in frames if clock and clock > 0 else ():
+            if frame.f_code is code:  # built in the raising function, before its loop began
+                loops = _loops(code.co_filename, frame.f_lineno)
+                first, last = max(loops, default=(0, 0))
+                clock = 0 if line < first and freeing.number == clock + 1 else clock
                 break
         updated = node is not None and filename is None and self._updated_in_place(node, frames)
         if updated:  # an EMA of another model's weights, run with autograd on
@@ -1577,9 +1670,9 @@ class _Explainer:
         holder = self._holder(node, frames, prefer) if prefer else None
         if holder and any(_same(holder[0], name) for name in prefer):
             return (holder[0], "tensor" if holder[1] == "attr" else holder[1]) + holder[2:]
-        if len(own) == 1:  # state no frame reaches, such as a submodule's self.v
-            return own[0], "tensor", filename, 1, None
-        return None
+        if len(own) == 1 and ("." in own[0] or _live(filename, line, frames)):
+            return own[0], "tensor", filename, 1, None  # state no frame reaches (self.v)
+        return None  # a local of a call that returned (an ODE solver's `x`): not what carries
 
     def _lines(self, report, cause, clock, freeing, call, changed):
         when = {0: ", before the loop"}.get(clock, ", in an earlier step")
@@ -2617,15 +2710,8 @@ def _fix_deep(f):
         attr = re.match(_LAST_ATTR, path)
         if attr is None:
             continue
-        own = "self." + attr.group(1)  # written whole or an item at a time (a replay buffer's row)
-        stores = [
-            (file, n)
-            for file in dict.fromkeys([f.nfile or f.rfile, *(x for x, _ in f.rsite)])
-            for n in _assignments(file, own) + _item_stores(file, own)
-            if not _fresh(n.value)
-        ]
         why = f"Store `{path}` detached where it is written, if it is a past value read as data."
-        found.append(_fix_of([_detached(file, n.value) for file, n in stores], "machine", why))
+        found.append(_stored_detached(f, attr.group(1), why))
         why = f"Detach `{path}` once a step's backward is done, so the next step starts from its value."
         found.append(_fix_of(_after_raise(f, [f"{path} = {path}.detach()"]), "machine", why))
     if len(_deep_paths(f)) > 1:  # a pair kept together (a KV cache's keys and values)
@@ -2651,6 +2737,19 @@ def _fix_deep(f):
         found.append(_fix_of(_after_raise(f, lines), "machine", why))
     kept = [_tuple_of(p, f.tuples) for p in f.deep[:3]] + [p for p, _ in f.states]
     return found + _fix_reset(f, list(dict.fromkeys(kept)))
+
+
+def _stored_detached(f, attr, why):
+    """`self.<attr>` stored detached wherever the script writes it from a computation, whole
+    or an item at a time (a replay buffer's row)."""
+    own = "self." + attr
+    stores = [
+        (file, n)
+        for file in dict.fromkeys([f.nfile or f.rfile, *(x for x, _ in f.rsite)])
+        for n in _assignments(file, own) + _item_stores(file, own)
+        if not _fresh(n.value)
+    ]
+    return _fix_of([_detached(file, n.value) for file, n in stores], "machine", why)
 
 
 def _under(path, held):
@@ -2796,7 +2895,9 @@ def _after_raise(f, lines):
             lines = [re.sub(r"\bself\.(\w+)\b", rf"{owner}.\1", t) for t in lines]
     roots = {x.id for n in ast.parse("\n".join(lines)).body for x in _written(n)}
     sites = [s for s in sites if all(_binds(*s, name) for name in roots)]  # never a stray name
-    return [_insert_after(file, line, lines) for file, line in sites[-1:]] or [None]
+    # The innermost that a loop holds: a helper's per-batch loop, not the epoch loop calling it.
+    sites = [s for s in sites if _loops(*s)][:1] or sites[-1:]
+    return [_insert_after(file, line, lines) for file, line in sites] or [None]
 
 
 def _written(n):
@@ -2926,6 +3027,16 @@ def _fix_state(f):
     if f.name.startswith("self.") or f.nfile != f.rfile:  # out of the loop's reach
         why = f"Detach {both} where the next forward pass reads it, if no gradient should flow across steps."
         found.append(_fix_of(_before_forward(f, lines), "machine", why))
+    if "." in f.name:  # kept on an object (the deep walk reads no `_state`)
+        found += _fix_reset(f, [f.name])
+    if "." in f.name and not f.again:
+        # Freed by another backward call than the one that raised (a shared trunk's LSTM
+        # state, for a DQN loss and then an actor's): detached where it is kept, which no
+        # detach after one of the calls does. Not where one call frees and raises: a state
+        # written several times a step (a stream's chunks) would be cut inside the step.
+        attr = f.name.rsplit(".", 1)[-1]
+        why = f"Store `{f.name}` detached where it is written, if no gradient should cross from one pass to the next."
+        found.append(_stored_detached(f, attr, why))
     beside = _carried_beside(f)
     if beside:  # an image and a latent both fed to the next refinement pass
         names = [f.name, *beside]
@@ -2948,7 +3059,9 @@ def _carried_beside(f):
 def _fix_kept(f):
     """A list or bank of old outputs: store them detached, or detach them after the step."""
     edits = [_detached(f.hfile, n.args[0]) for n in _appends(f.hfile, f.name)] if f.hfile else []
-    edits += [_detached(f.hfile, n.value) for n in _item_stores(f.hfile, f.name)]
+    edits += [
+        _detached(f.hfile, n.value) for n in _item_stores(f.hfile, f.name) if not _fresh(n.value)
+    ]
     if f.sub == "bank" and f.hline:
         n, _ = _stmt(f.hfile, f.hline)
         edits += [_detached(f.hfile, n.value)] if isinstance(n, ast.Assign) else []
@@ -3085,20 +3198,27 @@ def _fix_built_before(f):
         return []
     if not sites:  # steps written out one after the other
         return _fix_detach_target(f) if f.sub in ("frozen", "target") else []
-    body = _loop_body(*sites[-1])
-    inner = max(_loops(*sites[-1]))[0]
+    # The function that holds the name, where it has one (a train_epoch's own loop, not the
+    # epoch loop calling it).
+    site = ([s for s in sites if _binds(*s, f.name)] or sites)[-1]
+    body = _loop_body(*site)
+    inner = max(_loops(*site))[0]
     made = [n for n in _assignments(f.hfile, f.name) if n.lineno < inner]
     if not made or body is None:
         return []
     n, name = made[-1], f.name
-    # A target is computed again as it was; anything else with what it is computed from.
+    # A target is computed again as it was; anything else with what it is computed from, and
+    # what adds to it before the loop (`penalty = 0`, then a loop of `penalty += ...`).
     chain = [n] if f.sub in ("frozen", "target") else _built_from(f.hfile, n, f.graphs)
+    chain += _added_before(f.hfile, n, name, inner) if f.sub not in ("frozen", "target") else []
     why = (
         f"Take `{name}`'s values once (`{name}.detach()`): right if it is a target, or if the"
         " weights it comes from should not learn from this loss."
     )
     detach = _fix_of(
-        [_insert_after(f.hfile, n.end_lineno, [f"{name} = {name}.detach()"])], "machine", why
+        [_insert_after(f.hfile, chain[-1].lineno, [f"{name} = {name}.detach()"])],
+        "machine",
+        why,
     )
     why = f"Compute `{name}` again in each step, so the weights it comes from keep training through it."
     again = _fix_of([_copied(f.hfile, chain, body.lineno)], "machine", why)
@@ -3116,6 +3236,18 @@ def _fix_detach_target(f):
             "machine",
             why,
         )
+    ]
+
+
+def _added_before(filename, made, name, before):
+    """The statements after `made` in its block, before the line `before`, that add to
+    `name` (`name += x`, or a loop of them)."""
+    _, block = _stmt(filename, made.lineno)
+    return [
+        n
+        for n in (block[block.index(made) + 1 :] if made in block else [])
+        if n.lineno < before
+        and any(isinstance(x, ast.AugAssign) and _dotted(x.target) == name for x in ast.walk(n))
     ]
 
 

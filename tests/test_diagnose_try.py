@@ -1422,3 +1422,214 @@ def test_a_tensor_init_computes_read_by_two_losses_of_one_step_becomes_a_propert
     assert report["cause"] == "shared-forward"
     first = passed(report)[0]
     assert "def temp(self):" in "".join(e["new"] for e in first["edits"]), first
+
+
+# A streaming tagger keeps its GRU state on the module (`self._h`), and each batch's loop makes
+# a fresh list of per-chunk outputs, stacked for the loss. The list and the stack hold only this
+# step's values (made anew in each pass, before the call); c54b2c4 named `outs` the carrier,
+# offered to store detached outputs in it, and no fix passed.
+STREAM_TAGGER = """\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+
+
+class StreamTagger(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cell = nn.GRUCell(4, 8)
+        self.out = nn.Linear(8, 1)
+        self._h = None
+
+    def forward(self, chunk):
+        if self._h is None:
+            self._h = torch.zeros(chunk.shape[0], 8)
+        self._h = self.cell(chunk, self._h)
+        return self.out(self._h).squeeze(-1)
+
+
+def train_epoch(model, opt, batches):
+    for frames, tags in batches:
+        outs = []
+        for t in range(frames.shape[1]):
+            outs.append(model(frames[:, t]))
+        stacked = torch.stack(outs, dim=1)
+        loss = nn.functional.binary_cross_entropy_with_logits(stacked, tags)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+model = StreamTagger()
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+batches = [(torch.randn(3, 5, 4), torch.rand(3, 5).round()) for _ in range(4)]
+for epoch in range(2):
+    train_epoch(model, opt, batches)
+"""
+
+
+def test_what_each_pass_makes_anew_is_not_the_carrier_the_module_state_is(tmp_path):
+    (tmp_path / "train.py").write_text(STREAM_TAGGER, encoding="utf-8")
+    report = check_passed(tmp_path, "train.py", True)
+    assert "model._h" in report["fix"] and "outs" not in report["fix"], report["fix"]
+    new = {e["new"].strip() for f in passed(report) for e in f["edits"]}
+    # Detached after each step, in the batch loop (not the epoch loop), or started afresh.
+    assert new == {"model._h = model._h.detach()", "model._h = None"}, new
+    assert all(e["start"] == 30 for f in passed(report) for e in f["edits"])
+
+
+# One recurrent encoder's state (`self.state`, an LSTM's pair) feeds two losses of one step, each with its own
+# backward and optimizers: the value loss, then the policy loss after a second encoder pass.
+# The second pass reads the state the first wrote, whose graph the first call freed, so no
+# detach after either call alone is enough; storing it detached where the forward writes it is.
+# c54b2c4 offered only the detach after the raising call, which raised again.
+TWO_LOSS_RECURRENT = """\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.LSTM(6, 12, batch_first=True)
+        self.state = None
+
+    def forward(self, obs):
+        out, (h, c) = self.rnn(obs.unsqueeze(1), self.state)
+        self.state = (h, c)
+        return out.squeeze(1)
+
+
+enc = Encoder()
+value_head, policy_head = nn.Linear(12, 1), nn.Linear(12, 3)
+opt_enc = torch.optim.Adam(enc.parameters(), lr=1e-3)
+opt_value = torch.optim.Adam(value_head.parameters(), lr=1e-3)
+opt_policy = torch.optim.Adam(policy_head.parameters(), lr=1e-3)
+for step in range(3):
+    obs, ret = torch.randn(5, 6), torch.randn(5, 1)
+    value_loss = (value_head(enc(obs)) - ret).pow(2).mean()
+    opt_enc.zero_grad()
+    opt_value.zero_grad()
+    value_loss.backward()
+    opt_enc.step()
+    opt_value.step()
+    logits = policy_head(enc(obs))
+    policy_loss = -logits.log_softmax(-1)[:, 0].mean()
+    opt_enc.zero_grad()
+    opt_policy.zero_grad()
+    policy_loss.backward()
+    opt_enc.step()
+    opt_policy.step()
+"""
+
+
+def test_a_state_freed_by_the_other_loss_of_the_step_is_stored_detached(tmp_path):
+    (tmp_path / "train.py").write_text(TWO_LOSS_RECURRENT, encoding="utf-8")
+    report = check_passed(tmp_path, "train.py", True)
+    first = passed(report)[0]
+    assert [(e["start"], e["new"].strip()) for e in first["edits"]] == [
+        (15, "self.state = (h.detach(), c.detach())")
+    ], first
+
+
+# A Fisher penalty built once per task from the weights, by a loop of `+=` before the batch
+# loop, in a function called after the Fisher pass's own backward calls: the node is dated
+# after those calls, but it was built before the loop that raised. c54b2c4 read it as an RNN's
+# state and told to detach it after each step, which ran and froze the penalty; it is computed
+# again in each step, the `+=` loop with it.
+FISHER_PENALTY = """\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3))
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+data = [(torch.randn(8, 6), torch.randint(0, 3, (8,))) for _ in range(3)]
+
+fisher = {n: torch.zeros_like(p) for n, p in model.named_parameters()}
+for x, y in data:
+    model.zero_grad()
+    nn.functional.cross_entropy(model(x), y).backward()
+    for n, p in model.named_parameters():
+        fisher[n] += p.grad.detach() ** 2 / len(data)
+anchor = {n: p.detach().clone() for n, p in model.named_parameters()}
+
+
+def train_task(batches, strength):
+    penalty = 0.0
+    for n, p in model.named_parameters():
+        penalty += (fisher[n] * (p - anchor[n]) ** 2).sum()
+    for x, y in batches:
+        loss = nn.functional.cross_entropy(model(x), y) + strength * penalty
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+train_task([(torch.randn(8, 6), torch.randint(0, 3, (8,))) for _ in range(3)], 10.0)
+"""
+
+
+def test_a_penalty_summed_before_the_batch_loop_is_computed_again_in_each_step(tmp_path):
+    (tmp_path / "train.py").write_text(FISHER_PENALTY, encoding="utf-8")
+    report = check_passed(tmp_path, "train.py", True)
+    assert "before the loop" in report["fix"], report["fix"]
+    first = passed(report)[0]
+    new = "".join(e["new"] for e in first["edits"])
+    assert "penalty = 0.0" in new and "penalty += " in new, first
+    assert first["edits"][0]["start"] == 23, first
+
+
+# An ODE policy rolled out from a start state a module-level dict keeps: each step stores its
+# final state there and the next starts from it, with the graph. The L-BFGS-style closure's
+# loss is returned by `opt.step(closure)` and still bound at the error; it reaches the freed
+# node, as every earlier loss does, but carries nothing: c54b2c4 named `loss` the carrier and
+# its detach raised again. The dict is what carries.
+ROLLOUT_STARTS = """\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+_starts = {}
+
+
+def start_state(batch):
+    if "x" not in _starts:
+        _starts["x"] = torch.randn(batch, 2)
+    return _starts["x"]
+
+
+class Policy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(2, 16), nn.Tanh(), nn.Linear(16, 2))
+
+    def rollout(self, x, steps=5):
+        for _ in range(steps):
+            x = x + 0.1 * self.net(x)
+        return x
+
+
+policy = Policy()
+opt = torch.optim.Adam(policy.parameters(), lr=1e-2)
+for it in range(4):
+    def closure():
+        opt.zero_grad()
+        end = policy.rollout(start_state(8))
+        _starts["x"] = end
+        loss = end.pow(2).sum(1).mean()
+        loss.backward()
+        return loss
+    loss = opt.step(closure)
+"""
+
+
+def test_a_returned_loss_still_bound_is_not_the_carrier_a_dict_of_starts_is(tmp_path):
+    (tmp_path / "train.py").write_text(ROLLOUT_STARTS, encoding="utf-8")
+    report = check_passed(tmp_path, "train.py", True)
+    assert "_starts" in report["fix"], report["fix"]
+    first = passed(report)[0]
+    assert [e["new"].strip() for e in first["edits"]] == ['_starts["x"] = end.detach()'], first
