@@ -2051,18 +2051,22 @@ def _loss_uses(freeing, call):
     still held, and where a backward call raised (its loss is whole by then) in the same file,
     read after the first call and by the time of the backward (a gradient penalty), not only
     after it (a projection of `.grad`). A second autograd.grad's loss may come later."""
-    if not any(ref() is not None for ref in freeing.results):
-        return False
+    held = any(ref() is not None for ref in freeing.results)
     if call is None or call.kind != "backward" or not freeing.site or not call.site:
-        return True
+        return held
     (first, fline), (second, rline) = freeing.site[0], call.site[0]
     filename = first.co_filename
     if filename != second.co_filename or rline <= fline:
-        return True  # in another file, or in a later pass of a loop: no order to read
+        return held  # in another file, or in a later pass of a loop: no order to read
     statement, _ = _stmt(filename, fline)
     names = {x for t in getattr(statement, "targets", []) for x, _ in _names(t, ast.Store)}
     if not names:
-        return True
+        return held
+    # A result no longer held may live on in what the line made of it (`forces =
+    # -grad(e.sum(), x)[0]`), not where the line took its value out (`.item()`, `.detach()`).
+    taken = {"item", "detach", "tolist", "numpy"}
+    if not held and any(getattr(n, "attr", None) in taken for n in ast.walk(statement)):
+        return False
     end = _stmt(filename, rline)[0].end_lineno
     return any(
         isinstance(n, ast.Name) and n.id in names and statement.end_lineno < n.lineno <= end
@@ -3027,7 +3031,7 @@ def _fix_state(f):
     if f.name.startswith("self.") or f.nfile != f.rfile:  # out of the loop's reach
         why = f"Detach {both} where the next forward pass reads it, if no gradient should flow across steps."
         found.append(_fix_of(_before_forward(f, lines), "machine", why))
-    if "." in f.name:  # kept on an object (the deep walk reads no `_state`)
+    if "." in f.name and not f.deep:  # kept where the deep walk does not look (`_state`)
         found += _fix_reset(f, [f.name])
     if "." in f.name and not f.again:
         # Freed by another backward call than the one that raised (a shared trunk's LSTM

@@ -1633,3 +1633,36 @@ def test_a_returned_loss_still_bound_is_not_the_carrier_a_dict_of_starts_is(tmp_
     assert "_starts" in report["fix"], report["fix"]
     first = passed(report)[0]
     assert [e["new"].strip() for e in first["edits"]] == ['_starts["x"] = end.detach()'], first
+
+
+# Sobolev training: a network fitted to values and to slopes, the slope taken by autograd.grad
+# and negated on the same line, so the grad call's own result is no longer held at the error.
+# The loss reads what the line made of it: create_graph=True, not retain_graph=True (which runs,
+# and leaves the slope term with no graph to train through). c54b2c4 offered retain_graph.
+SOBOLEV_SLOPES = """\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+net = nn.Sequential(nn.Linear(1, 32), nn.Tanh(), nn.Linear(32, 1))
+opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+for step in range(3):
+    x = torch.rand(16, 1) * 6 - 3
+    x.requires_grad_(True)
+    y = net(x)
+    slope = -torch.autograd.grad(y.sum(), x)[0]
+    loss = (y - torch.sin(x)).pow(2).mean() + (slope + torch.cos(x)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_a_grad_result_the_line_negates_and_a_loss_reads_asks_for_create_graph(tmp_path):
+    (tmp_path / "train.py").write_text(SOBOLEV_SLOPES, encoding="utf-8")
+    report = check_passed(tmp_path, "train.py", True)
+    assert "create_graph=True" in report["fix"], report["fix"]
+    first = passed(report)[0]
+    assert [e["new"].strip() for e in first["edits"]] == [
+        "slope = -torch.autograd.grad(y.sum(), x, create_graph=True)[0]"
+    ], first
