@@ -1172,9 +1172,9 @@ class _Explainer:
 
     def __init__(self, rec):
         self.rec = rec
-        # At the error: the raising call's roots, the freeing call's site, and the losses it
-        # went back from that this call does not reach (no holder is one of those).
-        self.raising, self.freed_site, self.stale = [], [], set()
+        # At the error: the freeing call's site, and the losses it went back from that the
+        # raising call does not reach (no holder is one of those).
+        self.freed_site, self.stale = [], set()
 
     def saved_read(self, exc):
         frames = []
@@ -1277,6 +1277,7 @@ class _Explainer:
             if id(frame.f_globals) not in scanned:
                 scanned.add(id(frame.f_globals))
                 scopes.append(frame.f_globals)
+            freed_at = ([n for c, n in self.freed_site if c is frame.f_code] or [None])[0]
             for scope in scopes:
                 for name, value in list(scope.items()):
                     items = [(name, value, False)]
@@ -1286,22 +1287,21 @@ class _Explainer:
                         items += [(name + "." + a, v, True) for a, v in _attributes(value)]
                     for shown, item, attr in items:
                         kind, tensors = _kind(item)
-                        if kind == "tensor" and id(item) in self.stale:
-                            continue
-                        freed_at = [n for c, n in self.freed_site if c is frame.f_code]
-                        if (
-                            not attr
-                            and scope is frame.f_locals
-                            and _made_in_pass(frame, name, (freed_at or [None])[0])
-                        ):
-                            continue  # this pass's values only (`outs = []` in the loop)
                         depths = [
                             _depth(t.grad_fn, target) for t in tensors if t.grad_fn is not None
                         ]
                         depths = [d for d in depths if d is not None]
+                        if not depths or (kind == "tensor" and id(item) in self.stale):
+                            continue
+                        if (
+                            not attr
+                            and scope is frame.f_locals
+                            and _made_in_pass(frame, name, freed_at)
+                        ):
+                            continue  # this pass's values only (`outs = []` in the loop)
                         preferred = any(_same(shown, name) for name in prefer)
                         rank = (not preferred, min(depths or [0]), order)
-                        if depths and (best is None or rank < best[0]):
+                        if best is None or rank < best[0]:
                             kind = "attr" if attr and kind == "tensor" else kind
                             best = (
                                 rank,
@@ -1353,8 +1353,7 @@ class _Explainer:
         return None, None
 
     def _finish(self, exc, raised, call, found, roots, leaves, frames, changed=None):
-        self.raising = _roots(call) if call is not None else []
-        ev = self._evidence(found, frames)
+        ev = self._evidence(found, frames, call)
         cause = self._classify(ev, call, roots, leaves, frames)
         retained = changed is not None or INPLACE in str(exc)
         self.rec.report = None
@@ -1382,7 +1381,7 @@ class _Explainer:
             else:
                 self.rec.unprinted = format_report(report)
 
-    def _evidence(self, found, frames):
+    def _evidence(self, found, frames, call):
         """The freed node, the call that freed it, where it was built and when, and its holder."""
         node, mark = max(found, key=lambda item: _sequence(item[0])) if found else (None, None)
         region = node.metadata.get(REGION) if node is not None else None
@@ -1393,12 +1392,13 @@ class _Explainer:
         # reaches the node but carries nothing into this step, unless this call reaches it
         # (`loss - best_loss`).
         old = [r() for r in freeing.roots] if freeing is not None else []
+        raising = _roots(call) if call is not None else []
         self.stale = {
             id(t)
             for t in old
             if t is not None
             and t.grad_fn is not None
-            and not any(_depth(r, t.grad_fn) is not None for r in self.raising)
+            and not any(_depth(r, t.grad_fn) is not None for r in raising)
         }
         self.freed_site = freeing.site if freeing is not None else []
         holder = self._holder(node, frames) if node is not None else None
@@ -1413,17 +1413,14 @@ class _Explainer:
         filename = code.co_filename if code else None
         if clock == 0 and self.rec.lines.get(_key(((code, line),))):
             clock = -1
-        for frame in frames if clock == 0 else ():
-            if frame.f_code is code:  # built in the loop that raised: an earlier pass of it
+        for frame in frames if clock is not None and clock >= 0 else ():
+            if frame.f_code is code:  # built in the function that raised
                 loops = _loops(code.co_filename, frame.f_lineno)
                 first, last = max(loops, default=(0, 0))
-                clock = -1 if first <= line <= last else clock
-                break
-        for frame in frames if clock and clock > 0 else ():
-            if frame.f_code is code:  # built in the raising function, before its loop began
-                loops = _loops(code.co_filename, frame.f_lineno)
-                first, last = max(loops, default=(0, 0))
-                clock = 0 if line < first and freeing.number == clock + 1 else clock
+                if clock == 0:  # in the loop that raised: an earlier pass of it
+                    clock = -1 if first <= line <= last else clock
+                elif line < first and freeing.number == clock + 1:  # before its loop began
+                    clock = 0
                 break
         updated = node is not None and filename is None and self._updated_in_place(node, frames)
         if updated:  # an EMA of another model's weights, run with autograd on
@@ -3213,8 +3210,10 @@ def _fix_built_before(f):
     n, name = made[-1], f.name
     # A target is computed again as it was; anything else with what it is computed from, and
     # what adds to it before the loop (`penalty = 0`, then a loop of `penalty += ...`).
-    chain = [n] if f.sub in ("frozen", "target") else _built_from(f.hfile, n, f.graphs)
-    chain += _added_before(f.hfile, n, name, inner) if f.sub not in ("frozen", "target") else []
+    if f.sub in ("frozen", "target"):
+        chain = [n]
+    else:
+        chain = _built_from(f.hfile, n, f.graphs) + _added_before(f.hfile, n, name, inner)
     why = (
         f"Take `{name}`'s values once (`{name}.detach()`): right if it is a target, or if the"
         " weights it comes from should not learn from this loss."
