@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,6 +86,10 @@ TOGETHER = {
     "first_capture": (
         "test_versions::test_python_option_gives_the_same_snapshot",
         "test_versions::test_new_torch_capture_prints_drift_against_the_newest_other",
+    ),
+    "recaptured": (
+        "test_reuse::test_recapture_runs_every_case_and_puts_back_a_tampered_record",
+        "test_versions::test_recapture_reuses_an_env_and_matches_the_committed_snapshot",
     ),
 }
 
@@ -280,6 +285,70 @@ def checked(tmp_path_factory, snapshot_data):
     result = build("--check", "--snapshots", folder, "--out", out)
     line = snapshot_data["scenarios"]["c1_backward_twice"]["raised"]["line"]
     return Checked(result, path, before, out, line)
+
+
+@pytest.fixture(scope="session")
+def venv_python(tmp_path_factory):
+    """Another interpreter path: a venv that sees this interpreter's torch.
+
+    --system-site-packages alone would see the base interpreter's packages, not those of the
+    virtual environment the tests run in, so the venv's site-packages is a link to this
+    interpreter's. Not a .pth file naming it: packages outside the interpreter's own folders
+    are the reader's installed code to the diagnoser, which then reads every RECORD (torch's
+    too) in every job's fork, ten times the capture's CPU time.
+    """
+    folder = tmp_path_factory.mktemp("venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
+    python = folder / "bin" / "python"
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    Path(purelib).rmdir()
+    Path(purelib).symlink_to(sysconfig.get_paths()["purelib"], target_is_directory=True)
+    return python
+
+
+@dataclass(frozen=True)
+class Recaptured:
+    """`build.py --recapture` on a copy of the committed snapshot with one case's fix tampered
+    with, its environment folder holding a link to `venv_python`'s venv."""
+
+    result: subprocess.CompletedProcess
+    path: Path
+    """The snapshot it rewrote."""
+    case: str
+    """The case whose fix was tampered with."""
+    envs: Path
+    """The --envs folder: torch-X.Y.Z, a link to the venv, for the installed torch."""
+    out: Path
+    """The --out folder given."""
+
+
+@pytest.fixture(scope="session")
+def recaptured(tmp_path_factory, snapshot_data, venv_python):
+    """--recapture (a real interpreter, every scenario and every case run afresh: 20 CPU s)
+    made once for the tests in TOGETHER["recaptured"]: test_reuse reads that every case ran and
+    put back the tampered record, test_versions that the environment was reused and the
+    snapshot written is the committed one."""
+    from .test_cli import build
+
+    tmp_path = tmp_path_factory.mktemp("recaptured")
+    here = importlib.metadata.version("torch").split("+")[0]
+    envs = tmp_path / "envs"
+    envs.mkdir()
+    (envs / f"torch-{here}").symlink_to(venv_python.parent.parent)
+    folder = tmp_path / "snapshots"
+    folder.mkdir()
+    path = folder / snap.file_name(here)
+    data = copy.deepcopy(snapshot_data)
+    case = tamper_a_fix(data)
+    path.write_text(snap.dumps(snap.parse(json.dumps(data), path)), encoding="utf-8")
+    out = tmp_path / "site"
+    result = build("--recapture", "--envs", envs, "--snapshots", folder, "--out", out)
+    return Recaptured(result, path, case, envs, out)
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,6 @@ import copy
 import dataclasses
 import json
 import shutil
-import sys
 
 import pytest
 
@@ -330,8 +329,9 @@ def _counts():
 def test_check_runs_every_case_and_catches_a_tampered_record(tampered, tmp_path, checked):
     folder, path, name, before = tampered
     jobs, cases = _counts()
-    # A build, here with --python, trusts it: nothing the record depends on changed.
-    result = build("--python", sys.executable, "--snapshots", folder, "--out", tmp_path / "site")
+    # A build, here with --python (build() names the warm capture interpreter), trusts it:
+    # nothing the record depends on changed.
+    result = build("--snapshots", folder, "--out", tmp_path / "site")
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(
         f"ran {jobs} scenarios and loops and 0 of {cases} diagnoser cases ({cases} reused"
@@ -352,15 +352,15 @@ def test_check_runs_every_case_and_catches_a_tampered_record(tampered, tmp_path,
     assert checked.path.read_text(encoding="utf-8") == checked.before
 
 
-def test_recapture_runs_every_case_and_puts_back_a_tampered_record(tampered, tmp_path):
-    folder, path, name, _ = tampered
+def test_recapture_runs_every_case_and_puts_back_a_tampered_record(recaptured):
+    # `recaptured` (conftest.py): --recapture on a copy of the committed snapshot with one
+    # case's fix tampered with; a build would trust that record (above), --recapture does not.
     jobs, cases = _counts()
-    result = build(
-        "--recapture", "--envs", tmp_path / "envs", "--snapshots", folder, "--out", tmp_path / "s"
-    )
+    result = recaptured.result
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"ran {jobs} scenarios and loops and {cases} diagnoser cases in " in result.stdout
-    assert snap.load(path).cases[name] == snap.load(committed_path()).cases[name]
+    case = recaptured.case
+    assert snap.load(recaptured.path).cases[case] == snap.load(committed_path()).cases[case]
 
 
 def test_the_committed_snapshot_of_the_pin_names_this_capture_code():

@@ -6,8 +6,6 @@ import json
 import re
 import subprocess
 import sys
-import sysconfig
-from pathlib import Path
 
 import pytest
 
@@ -155,30 +153,6 @@ def test_page_text_comes_from_the_newest_version(two_versions):
     html = render_page(snap.load_dir(two_versions), REPRO)
     rest = re.sub(r'<details id="(outcomes|older)">.*?</details>', "", html, flags=re.S)
     assert OLD_WORDING not in rest
-
-
-@pytest.fixture(scope="module")
-def venv_python(tmp_path_factory):
-    """Another interpreter path: a venv that sees this interpreter's torch.
-
-    --system-site-packages alone would see the base interpreter's packages, not those of the
-    virtual environment the tests run in, so the venv's site-packages is a link to this
-    interpreter's. Not a .pth file naming it: packages outside the interpreter's own folders
-    are the reader's installed code to the diagnoser, which then reads every RECORD (torch's
-    too) in every job's fork, ten times the capture's CPU time.
-    """
-    folder = tmp_path_factory.mktemp("venv")
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
-    python = folder / "bin" / "python"
-    purelib = subprocess.run(
-        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    Path(purelib).rmdir()
-    Path(purelib).symlink_to(sysconfig.get_paths()["purelib"], target_is_directory=True)
-    return python
 
 
 @pytest.fixture(scope="module")
@@ -545,26 +519,18 @@ def test_failed_install_removes_the_new_environment(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_recapture_reuses_an_env_and_matches_the_committed_snapshot(tmp_path, venv_python):
-    envs = tmp_path / "envs"
-    envs.mkdir()
-    here = importlib.metadata.version("torch").split("+")[0]
-    (envs / f"torch-{here}").symlink_to(venv_python.parent.parent)
-    folder = tmp_path / "snapshots"
-    folder.mkdir()
-    committed = SNAPSHOTS / snap.file_name(here)
-    stale = json.loads(committed.read_text(encoding="utf-8"))
-    stale["schema"] = 1
-    (folder / committed.name).write_text(json.dumps(stale), encoding="utf-8")
-    result = build("--recapture", "--envs", envs, "--snapshots", folder, "--out", tmp_path / "site")
+def test_recapture_reuses_an_env_and_matches_the_committed_snapshot(recaptured):
+    # `recaptured` (conftest.py): --recapture on a copy of the committed snapshot with one
+    # case's record tampered with, its --envs folder holding torch-X.Y.Z for this torch.
+    result, here = recaptured.result, importlib.metadata.version("torch").split("+")[0]
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[1] == f"  torch {here}: reuse {envs / f'torch-{here}'}"
+    assert lines[1] == f"  torch {here}: reuse {recaptured.envs / f'torch-{here}'}"
     assert lines[2] == "will install nothing"
-    assert f"wrote {folder / committed.name}" in lines
-    fresh = snap.load(folder / committed.name)
-    assert fresh.comparable() == snap.load(committed).comparable()
-    assert (tmp_path / "site" / "index.html").exists()
+    assert f"wrote {recaptured.path}" in lines
+    fresh = snap.load(recaptured.path)
+    assert fresh.comparable() == snap.load(SNAPSHOTS / snap.file_name(here)).comparable()
+    assert (recaptured.out / "index.html").exists()
 
 
 def strings(value):
