@@ -4573,7 +4573,24 @@ def _verdict(run, baseline):
         if run["calls"] < baseline["stop"]
         else f"{steps} calls past the one that raised"
     )
-    detail = f"ran {end}; the same {len(baseline['parameters'])} parameters got gradients"
+    if baseline["parameters"]:
+        detail = f"ran {end}; the same {len(baseline['parameters'])} parameters got gradients"
+        return dict(tried, outcome="passed", detail=detail)
+    if reach:
+        detail = (
+            f"ran {end}; the {len(reach)} parameters the call that raised reaches got gradients"
+        )
+        return dict(tried, outcome="passed", detail=detail)
+    # Nothing got a gradient before the error (the calls before it were autograd.grad's, with
+    # respect to inputs), so there is nothing to compare with: the run must train something.
+    if not run["parameters"]:
+        return dict(
+            tried, outcome="no gradient", detail=f"ran {end}, but no parameter got a gradient"
+        )
+    detail = (
+        f"ran {end}; no parameter had a gradient before the error to compare with, and "
+        f"{len(run['parameters'])} got gradients in this run"
+    )
     return dict(tried, outcome="passed", detail=detail)
 
 

@@ -1666,3 +1666,47 @@ def test_a_grad_result_the_line_negates_and_a_loss_reads_asks_for_create_graph(t
     assert [e["new"].strip() for e in first["edits"]] == [
         "slope = -torch.autograd.grad(y.sum(), x, create_graph=True)[0]"
     ], first
+
+
+def test_a_try_with_nothing_trained_before_the_error_must_train_something_itself(tmp_path):
+    # grad_penalty.py's first call is autograd.grad with respect to the batch: no parameter has
+    # a gradient when the backward after it raises (grad_probe, apart from the diagnoser, says
+    # so), so "the same parameters" is no evidence; the try counts what its own run trained.
+    shutil.copy(CASES / "grad_penalty.py", tmp_path / "grad_penalty.py")
+    assert probe(tmp_path, "grad_penalty.py")["trained"] == []
+    report = check_passed(tmp_path, "grad_penalty.py", True)
+    first = passed(report)[0]
+    (tmp_path / "fixed.py").write_text(
+        applied((tmp_path / "grad_penalty.py").read_text(), first["edits"])
+    )
+    trained = probe(tmp_path, "fixed.py")["trained"]
+    assert trained, "the fixed script trains the critic"
+    assert first["tried"]["detail"] == (
+        "ran 2 calls past the one that raised; no parameter had a gradient before the error to "
+        f"compare with, and {len(trained)} got gradients in this run"
+    )
+
+
+@pytest.mark.parametrize(
+    ("got", "outcome", "detail"),
+    [
+        (
+            [],
+            "no gradient",
+            "ran 2 calls past the one that raised, but no parameter got a gradient",
+        ),
+        (
+            ["D.0.weight", "D.0.bias"],
+            "passed",
+            "ran 2 calls past the one that raised; no parameter had a gradient before the error "
+            "to compare with, and 2 got gradients in this run",
+        ),
+    ],
+    ids=["none", "two"],
+)
+def test_a_run_past_an_error_nothing_trained_before_passes_only_if_it_trains(got, outcome, detail):
+    # The call that raised was the fourth (stop = 4 + 2); the try ran to call 6.
+    baseline = {"stop": 6, "parameters": [], "reach": [], "stepped": []}
+    run = {"calls": 6, "error": None, "parameters": got, "late": got}
+    tried = diagnose._verdict(run, baseline)
+    assert (tried["outcome"], tried["detail"]) == (outcome, detail)
