@@ -4574,24 +4574,21 @@ def _verdict(run, baseline):
         else f"{steps} calls past the one that raised"
     )
     if baseline["parameters"]:
-        detail = f"ran {end}; the same {len(baseline['parameters'])} parameters got gradients"
-        return dict(tried, outcome="passed", detail=detail)
-    if reach:
-        detail = (
-            f"ran {end}; the {len(reach)} parameters the call that raised reaches got gradients"
-        )
-        return dict(tried, outcome="passed", detail=detail)
-    # Nothing got a gradient before the error (the calls before it were autograd.grad's, with
-    # respect to inputs), so there is nothing to compare with: the run must train something.
-    if not run["parameters"]:
+        compared = f"the same {len(baseline['parameters'])} parameters got gradients"
+    elif reach:
+        compared = f"the {len(reach)} parameters the call that raised reaches got gradients"
+    elif not run["parameters"]:
+        # Nothing got a gradient before the error (the calls before it were autograd.grad's,
+        # with respect to inputs), so there is nothing to compare with: the run must train.
         return dict(
             tried, outcome="no gradient", detail=f"ran {end}, but no parameter got a gradient"
         )
-    detail = (
-        f"ran {end}; no parameter had a gradient before the error to compare with, and "
-        f"{len(run['parameters'])} got gradients in this run"
-    )
-    return dict(tried, outcome="passed", detail=detail)
+    else:
+        compared = (
+            "no parameter had a gradient before the error to compare with, and "
+            f"{len(run['parameters'])} got gradients in this run"
+        )
+    return dict(tried, outcome="passed", detail=f"ran {end}; {compared}")
 
 
 def _child(spec_path, script, run):
